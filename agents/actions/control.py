@@ -1,0 +1,241 @@
+"""Operators steer threads: pause, resume, cancel, edit state, fork, continue a conversation.
+
+Every do_* locks the thread, writes, and notifies after commit. Moving the head past open
+gates supersedes their approval requests (gates_superseded); gates that the new head still
+needs are asked afresh (gates_opened), so no approval ever applies to a state it did not see.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agents import signals
+from agents.actions.start import check_state
+from agents.graph import Agent
+from agents.prebuilt import ToolAgent
+from agents.registry import registry
+from agents.runtime import GATES_KEY, after_commit, decisions_at, load_state
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
+from checkpoints.models import CheckpointSource, ThreadStatus
+
+ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
+
+
+class ThreadStateError(Exception):
+    """The thread's status does not allow this action (HTTP 409). Nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a history-changing action wrote."""
+
+    thread: ThreadData
+    checkpoint: CheckpointData
+    previous: CheckpointData
+    superseded_reason: str
+
+
+def _locked(thread_id: str, *, allowed: tuple[ThreadStatus, ...], verb: str) -> ThreadData:
+    thread = get_backend().lock_thread(thread_id=thread_id)
+    if thread.status not in allowed:
+        names = ", ".join(s.value for s in allowed)
+        raise ThreadStateError(f"Cannot {verb} a thread that is {thread.status}; it must be {names}.")
+    return thread
+
+
+def _set(thread: ThreadData, status: ThreadStatus, *, head: str | None) -> ThreadData:
+    get_backend().set_status(thread_id=thread.id, status=status)
+    after_commit(thread_id=thread.id, checkpoint_id=head, status=status)
+    return get_backend().get_thread(thread_id=thread.id)
+
+
+def do_pause(thread_id: str, *, actor: str) -> ThreadData:
+    """Hold the thread between steps; a step in flight commits its work and then stops."""
+    with transaction.atomic():
+        thread = _locked(thread_id, allowed=(ThreadStatus.RUNNING, ThreadStatus.WAITING), verb="pause")
+        return _set(thread, ThreadStatus.PAUSED, head=thread.head_id)
+
+
+def do_resume(thread_id: str, *, actor: str) -> ThreadData:
+    """Continue a paused thread from its head: wait for open gates, else run the next step."""
+    with transaction.atomic():
+        thread = _locked(thread_id, allowed=(ThreadStatus.PAUSED, ThreadStatus.FAILED), verb="resume")
+        head = get_backend().get(thread_id=thread_id)
+        return _set(thread, _status_at(head), head=head.id)
+
+
+def do_cancel(thread_id: str, *, actor: str) -> ThreadData:
+    """Stop the thread for good; its open approval requests are superseded."""
+    with transaction.atomic():
+        thread = _locked(thread_id, allowed=ACTIVE, verb="cancel")
+        signals.gates_superseded.send(
+            sender=Agent,
+            thread_id=thread_id,
+            checkpoint_id=thread.head_id,
+            reason=f"the thread was cancelled by {_name(actor)}",
+        )
+        return _set(thread, ThreadStatus.CANCELLED, head=thread.head_id)
+
+
+def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Written:
+    """Write an `update` checkpoint with edited values. The thread must be paused, waiting or failed."""
+    with transaction.atomic():
+        allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
+        thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
+        agent = registry.get(thread.agent)
+        head = get_backend().get(thread_id=thread_id)
+        valid = check_state(agent, values)
+        # A waiting thread goes on once its (fresh) gates are decided; others stay paused.
+        keep_paused = thread.status != ThreadStatus.WAITING
+        reason = f"the state was edited by {_name(actor)}"
+        return _write(
+            thread,
+            agent=agent,
+            parent=head,
+            values=valid,
+            source=CheckpointSource.UPDATE,
+            actor=actor,
+            reason=reason,
+            keep_paused=keep_paused,
+        )
+
+
+def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None, actor: str) -> Written:
+    """Branch from any checkpoint (optionally with edited values) and move the head there."""
+    with transaction.atomic():
+        allowed = (*ACTIVE, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
+        thread = _locked(thread_id, allowed=allowed, verb="fork")
+        agent = registry.get(thread.agent)
+        origin = get_backend().get(thread_id=thread_id, checkpoint_id=checkpoint_id)
+        valid = check_state(agent, values if values is not None else origin.values)
+        reason = f"{_name(actor)} forked the thread from step {origin.step}"
+        return _write(
+            thread,
+            agent=agent,
+            parent=origin,
+            values=valid,
+            source=CheckpointSource.FORK,
+            actor=actor,
+            reason=reason,
+            keep_paused=False,
+        )
+
+
+def do_continue(thread_id: str, *, text: str, actor: str) -> Written:
+    """Add a user message to a finished thread and run it on from its head."""
+    with transaction.atomic():
+        thread = _locked(thread_id, allowed=(ThreadStatus.DONE,), verb="continue")
+        agent = registry.get(thread.agent)
+        head = get_backend().get(thread_id=thread_id)
+        values = agent.state.apply(load_state(agent, head).model_dump(mode="json"), agent.input_update(text))
+        return _write(
+            thread,
+            agent=agent,
+            parent=head,
+            values=values,
+            source=CheckpointSource.INPUT,
+            actor=actor,
+            reason="",
+            keep_paused=False,
+            next_node=agent.start,
+        )
+
+
+def _write(
+    thread: ThreadData,
+    *,
+    agent: Agent,
+    parent: CheckpointData,
+    values: dict[str, Any],
+    source: CheckpointSource,
+    actor: str,
+    reason: str,
+    keep_paused: bool,
+    next_node: str | None = None,
+) -> Written:
+    """Put a checkpoint under parent as the new head, re-open its gates, set the status."""
+    backend = get_backend()
+    previous = backend.get(thread_id=thread.id)
+    next_nodes = [next_node] if next_node else list(parent.next)
+    gates = agent.pending_gates(agent.state.model_validate(values), next_nodes[0]) if next_nodes else []
+    if reason:
+        signals.gates_superseded.send(
+            sender=Agent, thread_id=thread.id, checkpoint_id=previous.id, reason=reason
+        )
+    status = _status_for(gates=bool(gates), next_nodes=next_nodes, keep_paused=keep_paused)
+    written = backend.put(
+        thread_id=thread.id,
+        parent_id=parent.id,
+        expected_head=thread.head_id,
+        status=status,
+        checkpoint=NewCheckpoint(
+            values=values,
+            source=source,
+            next=next_nodes,
+            node="",
+            created_by=actor,
+            schema_version=agent.state.schema_version,
+            metadata={GATES_KEY: [g.key for g in gates]},
+        ),
+    )
+    if gates:
+        signals.gates_opened.send(
+            sender=Agent, thread_id=thread.id, agent=agent.name, checkpoint=written, gates=gates
+        )
+    after_commit(thread_id=thread.id, checkpoint_id=written.id, status=status)
+    return Written(
+        thread=backend.get_thread(thread_id=thread.id),
+        checkpoint=written,
+        previous=previous,
+        superseded_reason=reason,
+    )
+
+
+def _status_for(*, gates: bool, next_nodes: list[str], keep_paused: bool) -> ThreadStatus:
+    if keep_paused:
+        return ThreadStatus.PAUSED
+    if gates:
+        return ThreadStatus.WAITING
+    return ThreadStatus.RUNNING if next_nodes else ThreadStatus.DONE
+
+
+def _status_at(head: CheckpointData) -> ThreadStatus:
+    """The status a resumed thread takes: waiting while any gate at its head is undecided."""
+    undecided = set(head.metadata.get(GATES_KEY, [])) - set(
+        decisions_at(thread_id=head.thread_id, checkpoint_id=head.id)
+    )
+    if undecided:
+        return ThreadStatus.WAITING
+    return ThreadStatus.RUNNING if head.next else ThreadStatus.DONE
+
+
+def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any]]:
+    """Side-effecting (gated) tools that ran after checkpoint_id on the current branch: a fork
+    from there may run them again (each will need a fresh approval)."""
+    backend = get_backend()
+    agent = registry.get(backend.get_thread(thread_id=thread_id).agent)
+    if not isinstance(agent, ToolAgent):
+        return []
+    before = backend.get(thread_id=thread_id, checkpoint_id=checkpoint_id).values.get("messages", [])
+    ran_before = {m.get("tool_call_id") for m in before if m.get("role") == "tool"}
+    head = backend.get(thread_id=thread_id).values.get("messages", [])
+    calls = {c["id"]: c["function"] for m in head for c in m.get("tool_calls") or []}
+    return [
+        {
+            "tool": calls[m["tool_call_id"]]["name"],
+            "arguments": calls[m["tool_call_id"]].get("arguments", ""),
+            "result": m.get("content", ""),
+        }
+        for m in head
+        if m.get("role") == "tool"
+        and m.get("tool_call_id") not in ran_before
+        and m.get("tool_call_id") in calls
+        and (tool := agent.tool(calls[m["tool_call_id"]]["name"])) is not None
+        and tool.approval is not None
+    ]
+
+
+def _name(actor: str) -> str:
+    return actor.removeprefix("user:")

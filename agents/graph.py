@@ -1,0 +1,110 @@
+"""What an agent is: a typed state, named nodes (steps), and gates where a human decides."""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.state import State, add_messages, new_message_id
+from agents.tools import Approval
+
+AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One proposed action that waits for a human decision before the next step runs."""
+
+    key: str
+    """Unique within the checkpoint: the tool call id."""
+    action: str
+    args: dict[str, Any]
+    approval: Approval
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a node returns: a state update, the next node (None ends the run), any gates."""
+
+    update: dict[str, Any]
+    goto: str | None = None
+    gates: list[Gate] = field(default_factory=list)
+    resumed: bool = False
+    """True when the step applied human decisions (its checkpoint's source is `resume`)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepContext:
+    """Where a node runs, and the recorded results it must reuse."""
+
+    thread_id: str
+    checkpoint_id: str
+    decisions: dict[str, dict[str, Any]]
+    """Human decisions at this checkpoint, by gate key."""
+    run_once: Callable[[str, Callable[[], Any]], Any]
+    """run_once(key, fn): fn's result, computed at most once per (checkpoint, key)."""
+
+
+Node = Callable[[Any, StepContext], Step]
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long a thread's checkpoints are kept (None: no limit). Pruning deletes those older
+    than ttl_days or beyond the keep_last newest; never the head, nor one an approval needs."""
+
+    ttl_days: int | None = None
+    keep_last: int | None = None
+
+
+def retention_for(agent_name: str) -> Retention | None:
+    """The retention of a registered agent (settings.CHECKPOINT_RETENTION_SOURCE)."""
+    from agents.registry import UnknownAgent, registry
+
+    try:
+        return registry.get(agent_name).retention
+    except UnknownAgent:
+        return None
+
+
+@dataclass
+class Agent:
+    name: str
+    state: type[State]
+    nodes: dict[str, Node]
+    start: str
+    description: str = ""
+    retention: Retention = field(default_factory=Retention)
+
+    def initial_values(self, text: str) -> dict[str, Any]:
+        """Build the input checkpoint's values from a user's first message."""
+        return self.state.apply(self.state().model_dump(mode="json"), self.input_update(text))
+
+    def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
+        """The gates that must be decided before next_node may run from this state (after an
+        operator's edit or a fork, approvals are asked afresh)."""
+        return []
+
+    def input_update(self, text: str) -> dict[str, Any]:
+        """Turn a user message into a state update (agents with a messages field append it)."""
+        if "messages" in self.state.model_fields:
+            return {"messages": [{"id": new_message_id(), "role": "user", "content": text}]}
+        raise NotImplementedError(f"agent {self.name!r} must define input_update()")
+
+    def definition_errors(self) -> list[str]:
+        """Say what is wrong with this definition, for startup checks."""
+        errors = []
+        if not AGENT_NAME.match(self.name):
+            errors.append(f"name {self.name!r} must be lowercase letters, digits, '-' or '_'")
+        if not (isinstance(self.state, type) and issubclass(self.state, State)):
+            errors.append("state must be a subclass of agents.state.State")
+        elif "messages" in self.state.model_fields and add_messages not in (
+            self.state.model_fields["messages"].metadata
+        ):
+            errors.append("state field 'messages' must be Annotated[list[dict], add_messages]")
+        if self.start not in self.nodes:
+            errors.append(f"start node {self.start!r} is not one of its nodes {sorted(self.nodes)}")
+        errors += [f"node {n!r} is not callable" for n, fn in self.nodes.items() if not callable(fn)]
+        return errors

@@ -1,0 +1,108 @@
+"""The model client: the only module that imports openai.
+
+Any OpenAI-compatible server works (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL). With no
+key, requests go to the built-in offline model served by this app, over real HTTP.
+"""
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import openai
+from django.conf import settings
+
+# Keys the Chat Completions API accepts on a message; ours carry extras (id, edited_by, ...).
+_MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}
+
+
+class ModelUnavailable(Exception):
+    """The model could not be reached or answered with a server error; the step may be retried."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """The raw JSON string the model produced (it may be invalid)."""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str | None
+    tool_calls: list[ToolCall]
+    model: str
+
+
+def is_offline() -> bool:
+    return bool(settings.OFFLINE_MODEL)
+
+
+@cache
+def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    # Retries are the task's job (with backoff, visible in the thread); keep the SDK's short.
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
+
+
+def client() -> openai.OpenAI:
+    return _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY or "offline", settings.OPENAI_TIMEOUT_S)
+
+
+def to_api_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Strip our bookkeeping keys so any OpenAI-compatible server accepts the message."""
+    clean = {k: v for k, v in message.items() if k in _MESSAGE_KEYS and v is not None}
+    if "tool_calls" in clean:
+        clean["tool_calls"] = [
+            {"id": c["id"], "type": c.get("type", "function"), "function": c["function"]}
+            for c in clean["tool_calls"]
+        ]
+    return clean
+
+
+def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+    """Ask the model for the next assistant message."""
+    try:
+        response = client().chat.completions.create(  # type: ignore[call-overload]
+            model=settings.OPENAI_MODEL,
+            messages=[to_api_message(m) for m in messages],
+            **({"tools": tools} if tools else {}),
+            **_offline_headers(),
+        )
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError) as exc:
+        raise ModelUnavailable(f"model unavailable at {settings.OPENAI_BASE_URL}: {exc}") from exc
+    except openai.RateLimitError as exc:
+        raise ModelUnavailable(f"model rate-limited: {exc}") from exc
+    message = response.choices[0].message
+    calls = [
+        ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+        for c in message.tool_calls or []
+        if c.type == "function"
+    ]
+    return ModelReply(content=message.content, tool_calls=calls, model=response.model)
+
+
+def _offline_headers() -> dict[str, Any]:
+    # The delay is set where the agent runs (a slow worker in a fault test); the offline
+    # server honours it per request.
+    if is_offline() and settings.OFFLINE_MODEL_DELAY_MS > 0:
+        return {"extra_headers": {"X-Gatehouse-Offline-Delay-Ms": str(settings.OFFLINE_MODEL_DELAY_MS)}}
+    return {}
+
+
+def assistant_message(reply: ModelReply, *, message_id: str) -> dict[str, Any]:
+    """Store a reply in the OpenAI message shape, with our id."""
+    message: dict[str, Any] = {"id": message_id, "role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+def parse_arguments(raw: str) -> Any:
+    try:
+        return json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return raw

@@ -1,0 +1,241 @@
+"""Load benchmark: N refund threads through daphne, W Celery workers and the offline model.
+
+Every thread reaches its gate, every gate is approved over the HTTP API, every thread completes;
+the report counts lost threads and duplicated refunds (both must be 0) and measures steps per
+second and decision -> resume latency. Runs in a database and a Redis of its own and cleans up.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import redis
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.db.models import Count
+
+from agents.examples.models import Refund
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest
+from checkpoints.models import Checkpoint, CheckpointSource, Thread
+from config import embedded_redis
+from config.celery import app as celery_app
+
+ORDERS = ("ORD-1001", "ORD-1002", "ORD-1003", "ORD-1004")
+HTTP_CLIENTS = 8
+
+
+class Command(BaseCommand):
+    help = (
+        "Start N refund threads at once with W worker processes and the offline model; approve "
+        "every gate over the API; report steps/s, decision->resume latency p50/p99, lost threads "
+        "and duplicated side effects. Uses (and drops) its own database and Redis db."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--threads", type=int, default=500)
+        parser.add_argument("--workers", type=int, default=4, help="worker processes (concurrency 1 each)")
+        parser.add_argument("--database", default="gatehouse_bench_load", help="database to create")
+        parser.add_argument("--redis-db", type=int, default=13, help="db of REDIS_URL's server to use")
+        parser.add_argument(
+            "--private-redis",
+            action="store_true",
+            help="start a Redis server of its own, even with REDIS_URL",
+        )
+        parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        private = options["private_redis"] or settings.REDIS_EMBEDDED
+        with bench_database(options["database"]), bench_redis(options["redis_db"], private) as redis_url:
+            result = run(
+                threads=options["threads"],
+                workers=options["workers"],
+                redis_url=redis_url,
+                timeout=options["timeout"],
+            )
+        if options["json"]:
+            self.stdout.write(json.dumps(result))
+        else:
+            for key, value in result.items():
+                self.stdout.write(f"{key:34} {value}")
+        if result["lost_threads"] or result["duplicated_side_effects"]:
+            raise CommandError("threads were lost or side effects duplicated")
+
+
+@contextlib.contextmanager
+def bench_database(name: str) -> Iterator[None]:
+    """Create, migrate and switch to a fresh database (the test runner's machinery); drop it after."""
+    original = connection.settings_dict["NAME"]
+    if connection.vendor == "sqlite":
+        name = str(settings.VAR_DIR / f"{name}.sqlite3")
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = name
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(original, verbosity=0)
+
+
+@contextlib.contextmanager
+def bench_redis(db: int, private: bool) -> Iterator[str]:
+    """REDIS_URL's server with another db (flushed before and after), or a server of its own."""
+    server = None
+    if private:
+        from tests.live import free_port, log_dir
+
+        port = free_port()
+        with (log_dir() / "bench-redis.log").open("wb") as output:
+            server = embedded_redis.start(port, output=output)
+        url = f"redis://127.0.0.1:{port}/0"
+    else:
+        url = urlunsplit(urlsplit(settings.REDIS_URL)._replace(path=f"/{db}"))
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    celery_app.conf.update(broker_url=url)  # so this process pings the bench's workers
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+        if server is not None:
+            embedded_redis.stop(server)
+            shutil.rmtree(settings.VAR_DIR / f"redis-{port}", ignore_errors=True)
+
+
+def run(*, threads: int, workers: int, redis_url: str, timeout: float) -> dict[str, Any]:
+    from django.contrib.auth.models import User
+
+    from tests.live import LiveServices, free_port, live_env
+
+    port = free_port()
+    env = {**live_env(port, f"gatehouse-bench-{uuid.uuid4().hex[:8]}"), "REDIS_URL": redis_url}
+    # Django's advice for ASGI: no persistent connections in the web process (each request runs
+    # in a thread of its own, and kept connections pile up to Postgres' max_connections).
+    services = LiveServices(url=f"http://127.0.0.1:{port}", env={**env, "DB_CONN_MAX_AGE": "0"})
+    try:
+        services.start_web(port)
+        for n in range(workers):
+            services.start_worker(f"bench-{n + 1}", {"DB_CONN_MAX_AGE": "60"}, concurrency=1, timeout=60)
+        user = User.objects.create_superuser("bench", password=uuid.uuid4().hex)
+        api = httpx.Client(
+            base_url=f"{services.url}/api",
+            headers={"Authorization": f"Bearer {do_create_token(user=user, name='bench')}"},
+            timeout=60,
+            limits=httpx.Limits(max_connections=HTTP_CLIENTS),
+        )
+        with api:
+            return measure(api, threads=threads, workers=workers, timeout=timeout)
+    finally:
+        services.stop_all()
+
+
+def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) -> dict[str, Any]:
+    started = time.monotonic()
+    ids = parallel(lambda n: start(api, n), range(threads))
+    started_s = time.monotonic() - started
+    waiting = wait_until(lambda: status_count("waiting") == threads, timeout=timeout)
+    gated_s = time.monotonic() - started
+    steps_gate = worker_steps()
+
+    decided = time.monotonic()
+    requests = list(ApprovalRequest.objects.filter(status="pending").values_list("pk", flat=True))
+    answers = parallel(lambda pk: decide(api, pk), requests)
+    decisions_s = time.monotonic() - decided
+    done = wait_until(lambda: status_count("done") == threads, timeout=timeout)
+    finished_s = time.monotonic() - decided
+    steps_done = worker_steps() - steps_gate
+
+    latencies = resume_latencies_ms()
+    refunds = Refund.objects.values("thread_id").annotate(n=Count("id"))
+    cores = os.cpu_count() or 1
+    steps = steps_gate + steps_done
+    return {
+        "threads": threads,
+        "workers": workers,
+        "cores": cores,
+        "database": connection.vendor,
+        "started_via_api_s": round(started_s, 2),
+        "all_at_gate": waiting,
+        "to_gate_s": round(gated_s, 2),
+        "decisions_via_api": sum(1 for ok in answers if ok),
+        "decisions_s": round(decisions_s, 2),
+        "all_done": done,
+        "to_done_after_decisions_s": round(finished_s, 2),
+        "worker_steps": steps,
+        "steps_per_s": round(steps / (gated_s + finished_s), 1),
+        "steps_per_s_per_core": round(steps / (gated_s + finished_s) / cores, 1),
+        "steps_per_s_per_worker": round(steps / (gated_s + finished_s) / workers, 1),
+        "resume_latency_ms_p50": percentile(latencies, 50),
+        "resume_latency_ms_p99": percentile(latencies, 99),
+        "resume_latency_ms_max": round(max(latencies), 1) if latencies else None,
+        "lost_threads": threads - Thread.objects.filter(pk__in=ids, status="done").count(),
+        "failed_threads": Thread.objects.filter(status="failed").count(),
+        "refunds": Refund.objects.count(),
+        "duplicated_side_effects": sum(row["n"] - 1 for row in refunds),
+    }
+
+
+def parallel(fn: Any, items: Any) -> list[Any]:
+    with ThreadPoolExecutor(HTTP_CLIENTS) as pool:
+        return list(pool.map(fn, items))
+
+
+def start(api: httpx.Client, n: int) -> str:
+    body = {"agent": "refunds", "input": f"Please refund order {ORDERS[n % len(ORDERS)]}"}
+    response = api.post("/threads", json=body)
+    if response.status_code != 201:
+        raise CommandError(f"starting thread {n}: {response.status_code} {response.text}")
+    return str(response.json()["id"])
+
+
+def decide(api: httpx.Client, pk: int) -> bool:
+    return api.post(f"/approvals/{pk}/decision", json={"decision": "approve"}).status_code == 200
+
+
+def status_count(status: str) -> int:
+    return Thread.objects.filter(status=status).count()
+
+
+def wait_until(predicate: Any, *, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline or Thread.objects.filter(status="failed").exists():
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def worker_steps() -> int:
+    return Checkpoint.objects.filter(created_by__startswith="worker:").count()
+
+
+def resume_latencies_ms() -> list[float]:
+    """From each decision's commit to the commit of the step that resumed its thread."""
+    decided = dict(
+        ApprovalRequest.objects.exclude(decided_at=None).values_list("checkpoint_id", "decided_at")
+    )
+    resumed = Checkpoint.objects.filter(source=CheckpointSource.RESUME, parent_id__in=decided)
+    return [
+        (created - decided_at).total_seconds() * 1000
+        for parent, created in resumed.values_list("parent_id", "created_at")
+        if (decided_at := decided.get(parent)) is not None
+    ]
+
+
+def percentile(values: list[float], pct: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 1)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[pct - 1], 1)

@@ -1,0 +1,144 @@
+"""`manage.py serve`: everything Gatehouse needs, in the foreground.
+
+Starts the embedded Redis (when no REDIS_URL is set), the web server (daphne), a Celery worker
+and Celery beat as child processes, prefixes their output, and stops them all on Ctrl-C or
+SIGTERM. If any child dies the rest are stopped and serve exits non-zero.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from config import embedded_redis
+
+
+class Command(BaseCommand):
+    help = "Run the web server, a Celery worker and Celery beat (plus the embedded Redis if needed)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.pumps: list[threading.Thread] = []
+        self.output_lock = threading.Lock()
+        stopping = threading.Event()
+        # Children run in their own process group so Ctrl-C reaches only us and we stop them
+        # in order (web first, Redis last) instead of everything dying at once.
+        signal.signal(signal.SIGINT, lambda *_: stopping.set())
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+
+        port = settings.PORT
+        try:
+            if settings.REDIS_EMBEDDED:
+                self.start_redis(settings.EMBEDDED_REDIS_PORT)
+            for name, command in child_commands(port).items():
+                self.spawn(name, command)
+
+            announced = False
+            while not stopping.wait(0.5):
+                dead = [
+                    f"{n} (exit {p.returncode})" for n, p in self.children.items() if p.poll() is not None
+                ]
+                if dead:
+                    raise CommandError(f"{', '.join(dead)} stopped unexpectedly; stopping the rest")
+                if not announced and port_open(port):
+                    announced = True
+                    self.announce(port)
+        finally:
+            self.stop_all()
+
+    def start_redis(self, port: int) -> None:
+        if embedded_redis.ping(port):
+            self.log("serve", f"reusing the Redis already answering on 127.0.0.1:{port}")
+            return
+        try:
+            process = embedded_redis.start(port, output=subprocess.PIPE)
+        except RuntimeError as exc:
+            raise CommandError(
+                f"{exc}\n(Is something else using the port? Set EMBEDDED_REDIS_PORT.)"
+            ) from exc
+        self.children["redis"] = process
+        self.forward("redis", process)
+
+    def spawn(self, name: str, command: list[str]) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # so log lines arrive as they happen
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            process_group=0,
+            preexec_fn=embedded_redis.die_with_parent,
+        )
+        self.children[name] = process
+        self.forward(name, process)
+
+    def forward(self, name: str, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        stream: IO[bytes] = process.stdout
+
+        def pump() -> None:
+            for line in stream:
+                self.log(name, line.decode(errors="replace").rstrip())
+
+        thread = threading.Thread(target=pump, name=f"output-{name}", daemon=True)
+        thread.start()
+        self.pumps.append(thread)
+
+    def log(self, name: str, text: str) -> None:
+        with self.output_lock:
+            self.stdout.write(f"{name:>6} | {text}")
+            self.stdout.flush()
+
+    def announce(self, port: int) -> None:
+        how = (
+            "the DEMO_PASSWORD"
+            if os.environ.get("DEMO_PASSWORD")
+            else f"the passwords in {Path(settings.VAR_DIR) / 'demo_passwords.json'}"
+        )
+        self.log("serve", f"Gatehouse is up: http://127.0.0.1:{port}/")
+        self.log("serve", f"Log in as reviewer, operator or admin with {how}.")
+        self.log("serve", "Press Ctrl-C to stop.")
+
+    def stop_all(self) -> None:
+        redis = self.children.pop("redis", None)
+        # Web, worker and beat together first; the Redis they talk to last.
+        for batch in (list(self.children.items()), [("redis", redis)] if redis else []):
+            running = [(name, process) for name, process in batch if process.poll() is None]
+            for name, process in running:
+                self.log("serve", f"stopping {name}")
+                process.terminate()
+            for _, process in running:
+                try:
+                    process.wait(10)  # a worker finishes its current step first
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        for pump in self.pumps:
+            pump.join(timeout=1)  # let the last lines of output through
+
+
+def child_commands(port: int) -> dict[str, list[str]]:
+    python = [sys.executable, "-m"]  # the same interpreter and venv as this process
+    schedule = str(Path(settings.VAR_DIR) / "celerybeat-schedule")
+    return {
+        "web": [*python, "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        "worker": [
+            *(*python, "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "2"),
+            *("--without-gossip", "--without-mingle"),
+        ],
+        "beat": [*python, "celery", "-A", "config", "beat", "-l", "info", "-s", schedule],
+    }
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -1,0 +1,158 @@
+"""The prebuilt tool-calling loop: model -> tools -> model ... until the model stops calling tools."""
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import llm
+from agents.graph import Agent, Gate, Step, StepContext
+from agents.state import State, new_message_id
+from agents.tools import Decision, Tool, ToolArgumentsError, ToolContext
+
+REJECTED_PREFIX = "Rejected by a human reviewer: "
+TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
+QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+@dataclass(eq=False)
+class ToolAgent(Agent):
+    """An agent that calls the model with its tools and runs (or gates) the calls it makes."""
+
+    system_prompt: str = ""
+    tools: list[Tool] = field(default_factory=list)
+    nodes: dict[str, Any] = field(default_factory=dict)
+    start: str = "model"
+
+    def __post_init__(self) -> None:
+        self.nodes = {"model": self.call_model, "tools": self.run_tools}
+        self._tools = {t.name: t for t in self.tools if isinstance(t, Tool)}
+
+    def tool(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def definition_errors(self) -> list[str]:
+        return super().definition_errors() + tool_agent_errors(self)
+
+    def call_model(self, state: State, ctx: StepContext) -> Step:
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        reply = llm.complete(
+            messages=[*messages, *state.messages],  # type: ignore[attr-defined]
+            tools=[t.openai_schema() for t in self.tools],
+        )
+        message = llm.assistant_message(reply, message_id=new_message_id())
+        meta = {"model": reply.model, "offline": llm.is_offline()}
+        if not reply.tool_calls:
+            return Step(update={"messages": [message]}, goto=None, metadata=meta)
+        return Step(
+            update={"messages": [message]}, goto="tools", gates=self._gates(reply.tool_calls), metadata=meta
+        )
+
+    def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
+        messages = getattr(state, "messages", [])
+        if next_node != "tools" or not messages:
+            return []
+        calls = messages[-1].get("tool_calls") or []
+        return self._gates(
+            [
+                llm.ToolCall(
+                    id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments") or "{}"
+                )
+                for c in calls
+            ]
+        )
+
+    def _gates(self, calls: list[llm.ToolCall]) -> list[Gate]:
+        gates = []
+        for call in calls:
+            tool = self.tool(call.name)
+            if tool is None or tool.approval is None:
+                continue
+            args = llm.parse_arguments(call.arguments)
+            args = args if isinstance(args, dict) else {"__raw__": args}
+            gates.append(
+                Gate(
+                    key=call.id,
+                    action=tool.name,
+                    args=args,
+                    approval=tool.approval,
+                    description=tool.approval.describe(args),
+                )
+            )
+        return gates
+
+    def run_tools(self, state: State, ctx: StepContext) -> Step:
+        """Run the last assistant message's tool calls, applying human decisions to gated ones."""
+        call_message = dict(state.messages[-1])  # type: ignore[attr-defined]
+        calls = [dict(c) for c in call_message.get("tool_calls") or []]
+        results = []
+        for call in calls:
+            content, edited_args = self._run_call(call, ctx)
+            if edited_args is not None:
+                call["function"] = {**call["function"], "arguments": json.dumps(edited_args)}
+                call["edited"] = True
+            results.append(
+                {"id": new_message_id(), "role": "tool", "tool_call_id": call["id"], "content": content}
+            )
+        if any(c.get("edited") for c in calls):
+            # Rewrite the call the model sees in its history (same id: replaced in place).
+            call_message["tool_calls"] = calls
+            results.insert(0, call_message)
+        return Step(update={"messages": results}, goto="model", resumed=bool(ctx.decisions))
+
+    def _run_call(self, call: dict[str, Any], ctx: StepContext) -> tuple[str, dict[str, Any] | None]:
+        """Return the tool message content, and the edited arguments if a reviewer changed them."""
+        name, raw_args = call["function"]["name"], call["function"].get("arguments") or "{}"
+        tool = self.tool(name)
+        if tool is None:
+            return f"Error: there is no tool named {name!r}.", None
+        args, edited = llm.parse_arguments(raw_args), None
+        if tool.approval is not None:
+            decision = ctx.decisions.get(call["id"])
+            if decision is None:
+                raise RuntimeError(f"tool call {call['id']} ran without a decision")
+            kind = decision["decision"]
+            if kind == Decision.REJECT:
+                return REJECTED_PREFIX + (decision.get("message") or "no reason given"), None
+            if kind == Decision.RESPOND:
+                return decision.get("message") or "", None
+            if kind == Decision.EDIT:
+                args = edited = decision["args"]
+        context = ToolContext(
+            thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, tool_call_id=call["id"]
+        )
+        result = ctx.run_once(call["id"], lambda: _invoke(tool, args, context))
+        return result, edited
+
+
+def _invoke(tool: Tool, args: Any, context: ToolContext) -> str:
+    """Run a tool; errors become the result so the model can see them and go on."""
+    try:
+        value = tool.invoke(args, context=context)
+    except ToolArgumentsError as exc:
+        return f"Error: {exc}"
+    except Exception as exc:
+        return f"Error: {tool.name} failed: {type(exc).__name__}: {exc}"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def tool_agent_errors(agent: ToolAgent) -> list[str]:
+    errors = []
+    names = [t.name for t in agent.tools if isinstance(t, Tool)]
+    errors += [f"tool {n!r} is registered twice" for n in set(names) if names.count(n) > 1]
+    for t in agent.tools:
+        if not isinstance(t, Tool):
+            errors.append(f"{t!r} is not a Tool; decorate the function with @tool")
+            continue
+        if not TOOL_NAME.match(t.name):
+            errors.append(f"tool name {t.name!r} must match {TOOL_NAME.pattern}")
+        if t.approval and not QUEUE_NAME.match(t.approval.queue):
+            errors.append(f"tool {t.name!r}: queue {t.approval.queue!r} must match {QUEUE_NAME.pattern}")
+        if t.approval and not t.approval.decisions:
+            errors.append(f"tool {t.name!r}: an approval must allow at least one decision")
+        bad = [d for d in (t.approval.decisions if t.approval else ()) if d not in Decision.values]
+        errors += [f"tool {t.name!r}: unknown decision {d!r}" for d in bad]
+    is_state = isinstance(agent.state, type) and issubclass(agent.state, State)
+    if is_state and "messages" not in agent.state.model_fields:
+        errors.append("a ToolAgent's state needs a 'messages' field")
+    return errors

@@ -1,0 +1,39 @@
+"""A step that outlives its lease keeps it: the heartbeat renews it, and releases it at the end."""
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from agents.lease import held_lease
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import NewCheckpoint
+from checkpoints.models import CheckpointSource, Thread, ThreadStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the heartbeat writes from its own thread
+
+
+def make_thread() -> str:
+    thread, _ = get_backend().create_thread(
+        thread_id="leased",
+        agent="refunds",
+        first=NewCheckpoint(values={}, source=CheckpointSource.INPUT, next=["model"]),
+        status=ThreadStatus.RUNNING,
+    )
+    return thread.id
+
+
+def test_a_step_longer_than_the_lease_still_holds_it_and_a_second_worker_is_kept_out() -> None:
+    thread_id = make_thread()
+
+    with held_lease(thread_id=thread_id, owner="w1", ttl_s=0.3) as held:
+        assert held
+        time.sleep(1.0)  # more than three leases
+        row = Thread.objects.get(pk=thread_id)
+        assert row.lease_owner == "w1"
+        assert row.lease_expires_at is not None and row.lease_expires_at > timezone.now()
+        with held_lease(thread_id=thread_id, owner="w2", ttl_s=0.3) as second:
+            assert not second
+
+    row = Thread.objects.get(pk=thread_id)
+    assert (row.lease_owner, row.lease_expires_at) == ("", None)

@@ -1,0 +1,472 @@
+"""The tool-calling loop and step runtime, on the in-memory backend with a scripted model.
+
+A scripted model is fine here: these are unit tests of what the runtime does with a reply.
+The real HTTP path to a model is covered by the offline-model and integration tests.
+"""
+
+import json
+from collections.abc import Iterator
+from functools import partial
+from typing import Annotated, Any
+
+import pytest
+
+from agents import llm
+from agents.examples.models import Refund
+from agents.graph import Gate, Step, StepContext
+from agents.prebuilt import REJECTED_PREFIX, ToolAgent
+from agents.registry import registry
+from agents.runtime import RESULT_PREFIX, _run_once, run_step
+from agents.state import State, add_messages
+from agents.tools import Approval, tool
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import NewCheckpoint
+from checkpoints.backends.memory import MemoryBackend
+from checkpoints.models import CheckpointSource, ThreadStatus
+
+REFUND_QUEUE = Approval(queue="refunds", description="Refund {amount_cents} on {order_id}")
+
+
+class Chat(State):
+    messages: Annotated[list[dict[str, Any]], add_messages] = []
+
+
+class Harness:
+    """A ToolAgent with a free tool and a gated one that records every time it really runs."""
+
+    def __init__(self) -> None:
+        self.refunds: list[dict[str, Any]] = []
+
+        @tool
+        def lookup_order(order_id: str) -> dict[str, Any]:
+            """Look up an order."""
+            return {"order_id": order_id, "total_cents": 4250}
+
+        @tool(approval=REFUND_QUEUE)
+        def issue_refund(order_id: str, amount_cents: int) -> dict[str, Any]:
+            """Refund an order."""
+            self.refunds.append({"order_id": order_id, "amount_cents": amount_cents})
+            return {"status": "issued", "amount_cents": amount_cents}
+
+        self.agent = ToolAgent(
+            name="unit-refunds", state=Chat, system_prompt="Be brief.", tools=[lookup_order, issue_refund]
+        )
+
+
+@pytest.fixture(autouse=True)
+def memory_backend(settings: Any) -> Iterator[MemoryBackend]:
+    settings.CHECKPOINT_BACKEND = "checkpoints.backends.memory.MemoryBackend"
+    get_backend.cache_clear()
+    backend = get_backend()
+    assert isinstance(backend, MemoryBackend)
+    yield backend
+    get_backend.cache_clear()
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return Harness()
+
+
+class ScriptedModel:
+    """Stands in for llm.complete: returns the given replies in order and records each request."""
+
+    def __init__(self, *replies: llm.ModelReply) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> llm.ModelReply:
+        self.requests.append({"messages": messages, "tools": tools})
+        return self.replies.pop(0)
+
+
+def script(monkeypatch: pytest.MonkeyPatch, *replies: llm.ModelReply) -> ScriptedModel:
+    model = ScriptedModel(*replies)
+    monkeypatch.setattr(llm, "complete", model)
+    return model
+
+
+def reply(*calls: llm.ToolCall, content: str | None = None) -> llm.ModelReply:
+    return llm.ModelReply(content=content, tool_calls=list(calls), model="scripted")
+
+
+def refund_call(amount_cents: int = 4250, call_id: str = "call_refund") -> llm.ToolCall:
+    args = json.dumps({"order_id": "ORD-1001", "amount_cents": amount_cents})
+    return llm.ToolCall(id=call_id, name="issue_refund", arguments=args)
+
+
+def lookup_call(call_id: str = "call_lookup") -> llm.ToolCall:
+    return llm.ToolCall(id=call_id, name="lookup_order", arguments='{"order_id": "ORD-1001"}')
+
+
+def state_after(*calls: llm.ToolCall) -> Chat:
+    """The state the tools node sees: a user message, then an assistant message making the calls."""
+    assistant = llm.assistant_message(reply(*calls), message_id="msg_assistant")
+    return Chat.model_validate(
+        {"messages": [{"id": "msg_user", "role": "user", "content": "Refund ORD-1001"}, assistant]}
+    )
+
+
+def forbid_run_once(key: str, fn: Any) -> Any:
+    raise AssertionError(f"run_once({key!r}) called in a step that must not run tools")
+
+
+def dict_run_once(store: dict[str, Any]) -> Any:
+    """A run_once that remembers results in a dict, like the backend's recorded writes."""
+
+    def run_once(key: str, fn: Any) -> Any:
+        if key not in store:
+            store[key] = fn()
+        return store[key]
+
+    return run_once
+
+
+def context(
+    decisions: dict[str, dict[str, Any]] | None = None, store: dict[str, Any] | None = None
+) -> StepContext:
+    return StepContext(
+        thread_id="thread-1",
+        checkpoint_id="checkpoint-1",
+        decisions=decisions or {},
+        run_once=dict_run_once({} if store is None else store),
+    )
+
+
+def tool_results(step: Step) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in step.update["messages"] if m["role"] == "tool"}
+
+
+# --- The model node -----------------------------------------------------------------------
+
+
+def test_model_step_with_a_gated_call_opens_a_gate_and_goes_to_tools(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(monkeypatch, reply(lookup_call(), refund_call(4250)))
+    ctx = StepContext(thread_id="thread-1", checkpoint_id="c1", decisions={}, run_once=forbid_run_once)
+
+    step = harness.agent.call_model(Chat(messages=[]), ctx)
+
+    assert step.goto == "tools"
+    assert step.gates == [
+        Gate(
+            key="call_refund",
+            action="issue_refund",
+            args={"order_id": "ORD-1001", "amount_cents": 4250},
+            approval=REFUND_QUEUE,
+            description="Refund 4250 on ORD-1001",
+        )
+    ]
+    [message] = step.update["messages"]
+    assert message["role"] == "assistant"
+    assert [c["id"] for c in message["tool_calls"]] == ["call_lookup", "call_refund"]
+    assert harness.refunds == []
+
+
+def test_model_step_with_only_free_calls_has_no_gates(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(monkeypatch, reply(lookup_call()))
+
+    step = harness.agent.call_model(Chat(), context())
+
+    assert step.goto == "tools"
+    assert step.gates == []
+
+
+def test_model_step_without_tool_calls_ends_the_run(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(monkeypatch, reply(content="Done."))
+
+    step = harness.agent.call_model(Chat(), context())
+
+    assert step.goto is None
+    assert step.update["messages"][0]["content"] == "Done."
+    assert step.metadata["model"] == "scripted"
+
+
+def test_model_is_asked_with_the_system_prompt_history_and_tool_schemas(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = script(monkeypatch, reply(content="Hi."))
+    history = [{"id": "msg_user", "role": "user", "content": "Hello"}]
+
+    harness.agent.call_model(Chat(messages=history), context())
+
+    [request] = model.requests
+    assert request["messages"] == [{"role": "system", "content": "Be brief."}, *history]
+    assert [t["function"]["name"] for t in request["tools"]] == ["lookup_order", "issue_refund"]
+
+
+def test_a_gate_on_unparseable_arguments_keeps_the_raw_text(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(monkeypatch, reply(llm.ToolCall(id="call_bad", name="issue_refund", arguments="{oops")))
+
+    step = harness.agent.call_model(Chat(), context())
+
+    assert step.gates[0].args == {"__raw__": "{oops"}
+
+
+# --- The tools node -----------------------------------------------------------------------
+
+
+def test_free_tool_runs_without_a_decision(harness: Harness) -> None:
+    step = harness.agent.run_tools(state_after(lookup_call()), context())
+
+    assert json.loads(tool_results(step)["call_lookup"]) == {"order_id": "ORD-1001", "total_cents": 4250}
+    assert step.goto == "model"
+    assert step.resumed is False
+
+
+def test_approve_runs_the_tool_once(harness: Harness) -> None:
+    step = harness.agent.run_tools(
+        state_after(refund_call()), context({"call_refund": {"decision": "approve"}})
+    )
+
+    assert harness.refunds == [{"order_id": "ORD-1001", "amount_cents": 4250}]
+    assert json.loads(tool_results(step)["call_refund"]) == {"status": "issued", "amount_cents": 4250}
+    assert step.goto == "model"
+    assert step.resumed is True
+
+
+def test_edit_runs_the_tool_with_the_edited_arguments(harness: Harness) -> None:
+    edited = {"order_id": "ORD-1001", "amount_cents": 1000}
+
+    harness.agent.run_tools(
+        state_after(refund_call(4250)), context({"call_refund": {"decision": "edit", "args": edited}})
+    )
+
+    assert harness.refunds == [edited]
+
+
+def test_edit_rewrites_the_call_in_the_assistant_message_in_place(harness: Harness) -> None:
+    state = state_after(refund_call(4250))
+    edited = {"order_id": "ORD-1001", "amount_cents": 1000}
+
+    step = harness.agent.run_tools(state, context({"call_refund": {"decision": "edit", "args": edited}}))
+    messages = Chat.apply(state.model_dump(mode="json"), step.update)["messages"]
+
+    assert [(m["id"], m["role"]) for m in messages] == [
+        ("msg_user", "user"),
+        ("msg_assistant", "assistant"),
+        (messages[2]["id"], "tool"),
+    ]
+    [call] = messages[1]["tool_calls"]
+    assert call["edited"] is True
+    assert json.loads(call["function"]["arguments"]) == edited
+
+
+def test_approve_leaves_the_assistant_message_alone(harness: Harness) -> None:
+    step = harness.agent.run_tools(
+        state_after(refund_call()), context({"call_refund": {"decision": "approve"}})
+    )
+
+    assert [m["role"] for m in step.update["messages"]] == ["tool"]
+
+
+def test_reject_does_not_run_the_tool(harness: Harness) -> None:
+    decision = {"decision": "reject", "message": "Order is outside the refund window."}
+
+    step = harness.agent.run_tools(state_after(refund_call()), context({"call_refund": decision}))
+
+    assert harness.refunds == []
+    assert tool_results(step)["call_refund"] == REJECTED_PREFIX + "Order is outside the refund window."
+
+
+def test_reject_without_a_reason_says_so(harness: Harness) -> None:
+    step = harness.agent.run_tools(
+        state_after(refund_call()), context({"call_refund": {"decision": "reject"}})
+    )
+
+    assert tool_results(step)["call_refund"] == "Rejected by a human reviewer: no reason given"
+
+
+def test_respond_puts_the_reviewer_text_as_the_result(harness: Harness) -> None:
+    decision = {"decision": "respond", "message": "Offer store credit instead."}
+
+    step = harness.agent.run_tools(state_after(refund_call()), context({"call_refund": decision}))
+
+    assert harness.refunds == []
+    assert tool_results(step)["call_refund"] == "Offer store credit instead."
+
+
+def test_a_gated_call_without_a_decision_refuses_to_run(harness: Harness) -> None:
+    with pytest.raises(RuntimeError, match="call_refund ran without a decision"):
+        harness.agent.run_tools(state_after(refund_call()), context())
+
+    assert harness.refunds == []
+
+
+def test_an_unknown_tool_becomes_an_error_result(harness: Harness) -> None:
+    call = llm.ToolCall(id="call_x", name="delete_everything", arguments="{}")
+
+    step = harness.agent.run_tools(state_after(call), context())
+
+    assert tool_results(step)["call_x"] == "Error: there is no tool named 'delete_everything'."
+
+
+def test_edited_arguments_that_fail_the_schema_become_an_error_result(harness: Harness) -> None:
+    decision = {"decision": "edit", "args": {"order_id": "ORD-1001", "amount_cents": "lots"}}
+
+    step = harness.agent.run_tools(state_after(refund_call()), context({"call_refund": decision}))
+
+    assert harness.refunds == []
+    assert tool_results(step)["call_refund"].startswith(
+        "Error: Invalid arguments for issue_refund: amount_cents"
+    )
+
+
+def test_a_rerun_with_the_same_run_once_store_does_not_run_the_tool_again(harness: Harness) -> None:
+    state = state_after(lookup_call(), refund_call())
+    store: dict[str, Any] = {}
+    decisions = {"call_refund": {"decision": "approve"}}
+
+    first = harness.agent.run_tools(state, context(decisions, store))
+    # The worker died after the tool finished but before the step's checkpoint was written.
+    again = harness.agent.run_tools(state, context(decisions, store))
+
+    assert len(harness.refunds) == 1
+    assert tool_results(again) == tool_results(first)
+
+
+# --- run_once over the backend's recorded writes -----------------------------------------
+
+
+def start_thread(backend: MemoryBackend, thread_id: str = "thread-1", *, next: str = "model") -> str:
+    values = Chat.apply(Chat().model_dump(mode="json"), {"messages": [{"role": "user", "content": "Hi"}]})
+    _, first = backend.create_thread(
+        thread_id=thread_id,
+        agent="unit-refunds",
+        first=NewCheckpoint(values=values, source=CheckpointSource.INPUT, next=[next]),
+        status=ThreadStatus.RUNNING,
+    )
+    return first.id
+
+
+@pytest.mark.django_db
+def test_a_rerun_after_a_crash_reuses_the_recorded_tool_result(
+    harness: Harness, memory_backend: MemoryBackend
+) -> None:
+    checkpoint_id = start_thread(memory_backend)
+    decisions = {"call_refund": {"decision": "approve"}}
+
+    def ctx() -> StepContext:
+        return StepContext(
+            thread_id="thread-1",
+            checkpoint_id=checkpoint_id,
+            decisions=decisions,
+            run_once=partial(_run_once, "thread-1", checkpoint_id),
+        )
+
+    first = harness.agent.run_tools(state_after(refund_call()), ctx())
+    again = harness.agent.run_tools(state_after(refund_call()), ctx())
+
+    assert len(harness.refunds) == 1
+    assert tool_results(again) == tool_results(first)
+    writes = memory_backend.get_writes(thread_id="thread-1", checkpoint_id=checkpoint_id)
+    assert writes[RESULT_PREFIX + "call_refund"] == ("result", tool_results(first)["call_refund"])
+
+
+@pytest.mark.django_db
+def test_run_once_that_loses_the_race_rolls_back_its_side_effect(memory_backend: MemoryBackend) -> None:
+    checkpoint_id = start_thread(memory_backend)
+
+    def refund_while_another_worker_records_first() -> str:
+        Refund.objects.create(refund_id="rf_mine", order_id="ORD-1", amount_cents=1, thread_id="thread-1")
+        memory_backend.put_write(
+            thread_id="thread-1",
+            checkpoint_id=checkpoint_id,
+            task_id=RESULT_PREFIX + "call_1",
+            kind="result",
+            value="theirs",
+        )
+        return "mine"
+
+    result = _run_once("thread-1", checkpoint_id, "call_1", refund_while_another_worker_records_first)
+
+    assert result == "theirs"
+    assert not Refund.objects.filter(refund_id="rf_mine").exists()
+
+
+# --- run_step on the memory backend -------------------------------------------------------
+
+
+@pytest.fixture
+def registered(harness: Harness) -> Iterator[Harness]:
+    registry.register(harness.agent)
+    yield harness
+    registry.unregister(harness.agent.name)
+
+
+@pytest.mark.django_db
+def test_run_step_writes_the_final_reply_and_finishes_the_thread(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(monkeypatch, reply(content="All done."))
+    head = start_thread(memory_backend)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "stepped"
+    written = memory_backend.get(thread_id="thread-1")
+    assert written.id == outcome.checkpoint_id
+    assert written.parent_id == head
+    assert written.next == []
+    assert written.values["messages"][-1]["content"] == "All done."
+    assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.DONE
+
+
+@pytest.mark.django_db
+def test_run_step_is_busy_while_another_worker_holds_the_lease(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = script(monkeypatch)
+    head = start_thread(memory_backend)
+    memory_backend.claim(thread_id="thread-1", owner="w2", ttl_s=60)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "busy"
+    assert model.requests == []
+    assert memory_backend.get(thread_id="thread-1").id == head
+
+
+@pytest.mark.django_db
+def test_run_step_from_a_checkpoint_that_is_no_longer_the_head_is_stale(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = script(monkeypatch)
+    head = start_thread(memory_backend)
+    newer = memory_backend.put(
+        thread_id="thread-1",
+        parent_id=head,
+        expected_head=head,
+        status=ThreadStatus.RUNNING,
+        checkpoint=NewCheckpoint(values={"messages": []}, source=CheckpointSource.UPDATE, next=["model"]),
+    )
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "stale"
+    assert model.requests == []
+    assert memory_backend.get(thread_id="thread-1").id == newer.id
+
+
+@pytest.mark.django_db
+def test_run_step_fails_the_thread_when_a_node_raises(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> llm.ModelReply:
+        raise KeyError("choices")
+
+    monkeypatch.setattr(llm, "complete", broken)
+    head = start_thread(memory_backend)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "failed"
+    assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.FAILED
+    assert memory_backend.get(thread_id="thread-1").id == head

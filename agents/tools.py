@@ -1,0 +1,188 @@
+"""Tools are plain typed Python functions; their argument schema comes from the signature."""
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+
+import pydantic
+from django.db import models
+
+if TYPE_CHECKING:
+    from checkpoints.store import Store
+
+
+class Decision(models.TextChoices):
+    APPROVE = "approve"
+    EDIT = "edit"
+    REJECT = "reject"
+    RESPOND = "respond"
+
+
+_QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What happens to a request nobody decides within `after_s` seconds.
+
+    `Expiry(3600, "reject", reason="...")` rejects it and the agent reads the reason as the tool's
+    result; `Expiry(900, "escalate", to_queue="supervisors")` moves it to another queue.
+    """
+
+    after_s: float
+    action: Literal["reject", "escalate"] = "reject"
+    reason: str = ""
+    """For reject: what the agent is told. For escalate: shown to reviewers of the new queue."""
+    to_queue: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.after_s, int | float) or self.after_s <= 0:
+            raise ValueError(f"Expiry.after_s must be a positive number of seconds, got {self.after_s!r}")
+        if self.action not in ("reject", "escalate"):
+            raise ValueError(f"Expiry.action must be 'reject' or 'escalate', got {self.action!r}")
+        if self.action == "escalate" and not _QUEUE_NAME.match(self.to_queue):
+            raise ValueError(f"Expiry(action='escalate') needs to_queue, a queue name; got {self.to_queue!r}")
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A gate: the runtime stops before the tool runs until a reviewer decides."""
+
+    queue: str = "default"
+    decisions: tuple[Decision, ...] = (Decision.APPROVE, Decision.EDIT, Decision.REJECT, Decision.RESPOND)
+    description: str | Callable[[dict[str, Any]], str] = ""
+    """Markdown shown to the reviewer: a template whose `{arg}` placeholders are filled from the
+    arguments, or a function of the arguments."""
+    expiry: Expiry | None = None
+    """None (the default): the request stays pending until someone decides it."""
+
+    def describe(self, args: dict[str, Any]) -> str:
+        if callable(self.description):
+            try:
+                return self.description(args)
+            except (KeyError, TypeError, ValueError):
+                return ""
+        try:
+            return self.description.format(**args)
+        except (KeyError, IndexError, ValueError):
+            return self.description
+
+    @property
+    def editable(self) -> bool:
+        return Decision.EDIT in self.decisions
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know about where it runs."""
+
+    thread_id: str
+    checkpoint_id: str
+    tool_call_id: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across re-runs of the same call: pass it to external systems."""
+        return f"{self.thread_id}:{self.checkpoint_id}:{self.tool_call_id}"
+
+    @property
+    def store(self) -> "Store":
+        """Cross-thread memory of this thread's tenant: its metadata's "tenant", else its agent."""
+        from checkpoints.store import store_for_thread
+
+        return store_for_thread(thread_id=self.thread_id)
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments failed the tool's schema; `errors` maps field names to messages."""
+
+    def __init__(self, tool: str, errors: dict[str, str]) -> None:
+        detail = "; ".join(f"{k}: {v}" for k, v in errors.items())
+        super().__init__(f"Invalid arguments for {tool}: {detail}")
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    args_model: type[pydantic.BaseModel]
+    approval: Approval | None = None
+    wants_context: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.args_schema(),
+            },
+        }
+
+    def args_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Return the arguments coerced to the schema, or raise ToolArgumentsError."""
+        if isinstance(args, str):
+            try:
+                args = json.loads(args or "{}")
+            except json.JSONDecodeError as exc:
+                raise ToolArgumentsError(self.name, {"__all__": f"not valid JSON ({exc.msg})"}) from exc
+        if not isinstance(args, dict):
+            raise ToolArgumentsError(self.name, {"__all__": "arguments must be a JSON object"})
+        try:
+            return self.args_model.model_validate(args).model_dump(mode="json")
+        except pydantic.ValidationError as exc:
+            errors = {".".join(str(p) for p in e["loc"]) or "__all__": e["msg"] for e in exc.errors()}
+            raise ToolArgumentsError(self.name, errors) from exc
+
+    def invoke(self, args: dict[str, Any], *, context: ToolContext) -> Any:
+        valid = self.validate_args(args)
+        return self.fn(**valid, ctx=context) if self.wants_context else self.fn(**valid)
+
+
+def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], bool]:
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    wants_context = False
+    for param in inspect.signature(fn).parameters.values():
+        if hints.get(param.name) is ToolContext:
+            wants_context = True
+            continue
+        if param.name not in hints:
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    config = pydantic.ConfigDict(extra="forbid")
+    model = pydantic.create_model(f"{name}_args", __config__=config, **fields)
+    return model, wants_context
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, *, name: str | None = None, approval: Approval | None = None
+) -> Any:
+    """Turn a typed function into a Tool: `@tool` or `@tool(approval=Approval(queue="refunds"))`."""
+
+    def wrap(func: Callable[..., Any]) -> Tool:
+        tool_name = name or func.__name__
+        args_model, wants_context = _args_model(func, tool_name)
+        doc = inspect.getdoc(func) or ""
+        return Tool(
+            name=tool_name,
+            fn=func,
+            description=doc,
+            args_model=args_model,
+            approval=approval,
+            wants_context=wants_context,
+        )
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,154 @@
+"""Claiming: a reviewer takes a pending request so others see who works on it.
+
+Only the claimer decides a claimed request (others get a 409 naming them). A claim nobody
+touches for CLAIM_IDLE_S is released by the beat task; admins reassign or release any claim.
+Every change is audited with what the reviewer saw, and pushed to inboxes and the decision page.
+"""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from agents.actions import InvalidInput
+from approvals import events, permissions
+from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.decisions import describe_closed
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.models import ApprovalRequest, ApprovalStatus
+
+
+class ClaimConflict(Conflict):
+    """Claimed by someone else, or no longer pending. HTTP 409."""
+
+
+def check_may_claim(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
+    if not permissions.can_decide(user, request_.queue):
+        raise NotAllowed(f"You may not work on requests in the {request_.queue!r} queue.")
+
+
+def _locked(request_id: int) -> ApprovalRequest:
+    request_ = (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .select_related("claimed_by", "decided_by")
+        .get(pk=request_id)
+    )
+    if not request_.is_pending:
+        raise ClaimConflict(describe_closed(request_))
+    return request_
+
+
+def _set_claim(request_: ApprovalRequest, user: AbstractBaseUser | None, *, now: datetime) -> None:
+    request_.claimed_by = user  # type: ignore[assignment]
+    request_.claimed_at = now if user is not None else None
+    request_.claim_active_at = now if user is not None else None
+    request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
+
+
+def _changed(request_: ApprovalRequest, *, actor: AbstractBaseUser | None, action: str, **data: str) -> None:
+    do_audit(
+        actor=actor,
+        action=action,
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        approval=request_,
+        data={**request_facts(request_), **data},
+    )
+    request_id, queues = request_.pk, [request_.queue]
+    events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=queues))
+
+
+def do_claim(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
+    """Claim a pending request (or refresh one's own claim). Call after check_may_claim."""
+    with transaction.atomic():
+        request_ = _locked(request_id)
+        holder = request_.claimed_by
+        if holder is not None and holder.pk != user.pk:
+            raise ClaimConflict(f"Already claimed by {holder.get_username()}.")
+        if holder is not None:
+            do_touch_claim(request_id, user=user)
+            return request_
+        _set_claim(request_, user, now=timezone.now())
+        _changed(request_, actor=user, action="claim.take")
+    return request_
+
+
+def do_release(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
+    """Give a claim back to the queue: one's own, or anyone's for an admin."""
+    with transaction.atomic():
+        request_ = _locked(request_id)
+        holder = request_.claimed_by
+        if holder is None:
+            return request_
+        if holder.pk != user.pk and not permissions.can_manage_claims(user):
+            raise NotAllowed(f"Only {holder.get_username()} or an admin can release this claim.")
+        _set_claim(request_, None, now=timezone.now())
+        _changed(request_, actor=user, action="claim.release", claimed_by=holder.get_username())
+    return request_
+
+
+def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUser) -> ApprovalRequest:
+    """Hand a request to another reviewer who may decide its queue. Admins only."""
+    if not permissions.can_manage_claims(admin):
+        raise NotAllowed("Only admins can reassign requests.")
+    with transaction.atomic():
+        request_ = _locked(request_id)
+        if not permissions.can_decide(to, request_.queue):
+            raise NotAllowed(f"{to.get_username()} may not decide requests in the {request_.queue!r} queue.")
+        before = request_.claimed_by.get_username() if request_.claimed_by else ""
+        _set_claim(request_, to, now=timezone.now())
+        _changed(request_, actor=admin, action="claim.reassign", claimed_by=before, to=to.get_username())
+    return request_
+
+
+def do_claim_op(request_: ApprovalRequest, *, user: AbstractBaseUser, op: str, to: str = "") -> None:
+    """Claim, release or (admins) reassign to the user named `to`, as a form or the API asks."""
+    if op == "claim":
+        check_may_claim(request_, user=user)
+        do_claim(request_.pk, user=user)
+    elif op == "release":
+        do_release(request_.pk, user=user)
+    elif op == "reassign":
+        target = get_user_model().objects.filter(username=to, is_active=True).first()
+        if target is None:
+            raise InvalidInput({"to": "choose an active reviewer to reassign it to"})
+        do_reassign(request_.pk, admin=user, to=target)
+    else:
+        raise InvalidInput({"op": "must be claim, release or reassign"})
+
+
+def do_touch_claim(request_id: int, *, user: AbstractBaseUser) -> None:
+    """Record activity on one's own claim, so it does not expire while worked on."""
+    ApprovalRequest.objects.filter(
+        pk=request_id, claimed_by_id=user.pk, status=ApprovalStatus.PENDING
+    ).update(claim_active_at=timezone.now())
+
+
+def do_release_idle_claims(*, now: datetime | None = None, limit: int = 500) -> int:
+    """Release claims idle for longer than CLAIM_IDLE_S; return how many."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.CLAIM_IDLE_S)
+    ids = ApprovalRequest.objects.filter(
+        status=ApprovalStatus.PENDING, claimed_by__isnull=False, claim_active_at__lt=cutoff
+    ).values_list("pk", flat=True)[:limit]
+    return sum(_release_if_idle(request_id, cutoff=cutoff) for request_id in ids)
+
+
+def _release_if_idle(request_id: int, *, cutoff: datetime) -> bool:
+    with transaction.atomic():
+        request_ = (
+            ApprovalRequest.objects.select_for_update(of=("self",))
+            .select_related("claimed_by")
+            .get(pk=request_id)
+        )
+        active = request_.claim_active_at
+        if not request_.is_claimed or request_.claimed_by is None or active is None or active >= cutoff:
+            return False  # decided, released or touched since the query
+        holder = request_.claimed_by.get_username()
+        _set_claim(request_, None, now=timezone.now())
+        _changed(
+            request_, actor=None, action="claim.expire", claimed_by=holder, idle_since=active.isoformat()
+        )
+    return True

@@ -1,0 +1,9 @@
+"""Errors the approvals actions raise; views and the API turn them into 403 and 409."""
+
+
+class NotAllowed(PermissionError):
+    """The user's role or queue access does not allow this (HTTP 403). Nothing was changed."""
+
+
+class Conflict(Exception):
+    """The request's state does not allow this any more (HTTP 409): decided, claimed, superseded."""

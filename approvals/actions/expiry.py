@@ -1,0 +1,108 @@
+"""Enforce gates' expiry policies (Celery beat calls do_expire_due): auto-reject or escalate.
+
+Each expiry takes the same locks as a decision (thread, then request), so a reviewer deciding
+at the same moment either wins or is told the request expired; every expiry is audited.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.actions import do_record_decision, do_resume_after_gates
+from approvals import events
+from approvals.actions import notify
+from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.decisions import supersede
+from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import ThreadData
+from checkpoints.models import ThreadStatus
+
+
+def default_reason(after_s: float) -> str:
+    return f"No reviewer decided within {describe_duration(after_s)}."
+
+
+def describe_duration(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} seconds"
+
+
+def do_expire_due(*, now: datetime | None = None, limit: int = 200) -> int:
+    """Apply the policy of every pending request past its expiry; return how many were handled."""
+    now = now or timezone.now()
+    ids = list(
+        ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
+        .order_by("expires_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return sum(_expire(request_id, now=now) for request_id in ids)
+
+
+def _expire(request_id: int, *, now: datetime) -> bool:
+    with transaction.atomic():
+        thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
+        thread = get_backend().lock_thread(thread_id=thread_id)
+        request_ = ApprovalRequest.objects.select_for_update(of=("self",)).get(pk=request_id)
+        if not request_.is_pending or request_.expires_at is None or request_.expires_at > now:
+            return False  # decided or escalated since the query
+        if thread.head_id != str(request_.checkpoint_id):
+            supersede(request_, reason="the thread moved on to a newer checkpoint")
+            return False
+        if request_.expiry_action == ExpiryAction.ESCALATE:
+            _escalate(request_)
+        else:
+            _auto_reject(request_, thread)
+    return True
+
+
+def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
+    reason = request_.expiry_reason or "No reviewer decided in time."
+    request_.status, request_.status_reason = ApprovalStatus.EXPIRED, reason
+    request_.decided_at, request_.decision_message = timezone.now(), reason
+    request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
+    request_.save()
+    decision = {"decision": "reject", "args": None, "message": reason, "reviewer": "system", "expired": True}
+    do_record_decision(
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        key=request_.key,
+        decision=decision,
+    )
+    _audit(request_, action="expiry.reject", facts=request_facts(request_), reason=reason)
+    open_left = ApprovalRequest.objects.filter(
+        checkpoint_id=request_.checkpoint_id, status=ApprovalStatus.PENDING
+    ).exists()
+    if not open_left and thread.status == ThreadStatus.WAITING:
+        do_resume_after_gates(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
+    ids = [request_.pk]
+    events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
+
+
+def _escalate(request_: ApprovalRequest) -> None:
+    source, target, seen = request_.queue, request_.escalate_to, request_facts(request_)
+    reason = request_.expiry_reason or f"Escalated: nobody in {source} decided in time."
+    request_.queue, request_.escalated_from, request_.status_reason = target, source, reason
+    request_.expires_at = None  # in the new queue it waits for a decision
+    request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
+    request_.save()
+    _audit(request_, action="expiry.escalate", facts=seen, reason=reason, to=target)
+    request_id = request_.pk
+    events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=[source, target]))
+    notify.notify_on_commit(event=notify.ESCALATED, request_ids=[request_id])
+
+
+def _audit(request_: ApprovalRequest, *, action: str, facts: dict[str, Any], **data: str) -> None:
+    do_audit(
+        actor=None,
+        action=action,
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        approval=request_,
+        data={**facts, **data},
+    )

@@ -1,0 +1,83 @@
+"""Open approval requests when a step reaches a gate; close them when the thread moves on."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from agents.graph import Gate
+from approvals import events
+from approvals.actions import notify
+from approvals.actions.expiry import default_reason, describe_duration
+from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
+from checkpoints.backends.base import CheckpointData
+
+
+def _expiry_fields(gate: Gate) -> dict[str, Any]:
+    """The gate's expiry policy, copied onto the request so it holds whatever the code says later."""
+    expiry = gate.approval.expiry
+    if expiry is None:
+        return {}
+    if expiry.action == ExpiryAction.ESCALATE:
+        reason = expiry.reason or f"Nobody decided within {describe_duration(expiry.after_s)}."
+    else:
+        reason = expiry.reason or default_reason(expiry.after_s)
+    return {
+        "expires_at": timezone.now() + timedelta(seconds=expiry.after_s),
+        "expiry_action": ExpiryAction(expiry.action),
+        "expiry_reason": reason[:300],
+        "escalate_to": expiry.to_queue,
+    }
+
+
+def do_open_requests(
+    *, thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate]
+) -> list[ApprovalRequest]:
+    """Create one pending request per gate. Runs inside the step's transaction."""
+    created = ApprovalRequest.objects.bulk_create(
+        [
+            ApprovalRequest(
+                thread_id=thread_id,
+                checkpoint_id=checkpoint.id,
+                key=gate.key,
+                agent=agent,
+                action=gate.action,
+                args=gate.args,
+                allowed_decisions=[str(d) for d in gate.approval.decisions],
+                description=gate.description,
+                queue=gate.approval.queue,
+                state_digest=checkpoint.digest,
+                **_expiry_fields(gate),
+            )
+            for gate in gates
+        ]
+    )
+    ids = [r.pk for r in created]
+    events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
+    notify.notify_on_commit(event=notify.PENDING, request_ids=ids)
+    return created
+
+
+def do_supersede_requests(*, thread_id: str, reason: str) -> int:
+    """Mark every pending request of the thread superseded. Call with the thread locked."""
+    ids = list(
+        ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).values_list(
+            "pk", flat=True
+        )
+    )
+    if ids:
+        ApprovalRequest.objects.filter(pk__in=ids).update(
+            status=ApprovalStatus.SUPERSEDED, status_reason=reason[:300]
+        )
+        events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
+    return len(ids)
+
+
+def on_gates_opened(
+    sender: Any, *, thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate], **kwargs: Any
+) -> None:
+    do_open_requests(thread_id=thread_id, agent=agent, checkpoint=checkpoint, gates=gates)
+
+
+def on_gates_superseded(sender: Any, *, thread_id: str, reason: str, **kwargs: Any) -> None:
+    do_supersede_requests(thread_id=thread_id, reason=reason)

@@ -1,0 +1,110 @@
+"""Operators' actions on threads, permission-checked and audited in one transaction."""
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from agents import actions as agent_actions
+from approvals import thread_access
+from approvals.actions.audit import do_audit
+from checkpoints.backends.base import ThreadData
+from checkpoints.diff import diff_values, summary
+from checkpoints.models import Thread
+
+
+class NotAllowed(PermissionError):
+    pass
+
+
+def access_thread(*, user: User, thread_id: str) -> Thread:
+    """Fetch a thread the user may read, or raise Thread.DoesNotExist."""
+    thread = Thread.objects.select_related("head").get(pk=thread_id)
+    if not thread_access.can_see_thread(user, thread):
+        raise Thread.DoesNotExist
+    return thread
+
+
+def _check_operator(user: User, verb: str) -> None:
+    if not thread_access.can_operate(user):
+        raise NotAllowed(f"Only operators and admins may {verb} threads.")
+
+
+def _actor(user: User) -> str:
+    return f"user:{user.get_username()}"
+
+
+def do_control(thread_id: str, *, user: User, verb: str) -> ThreadData:
+    """Pause, resume or cancel a thread."""
+    _check_operator(user, verb)
+    action = {
+        "pause": agent_actions.do_pause,
+        "resume": agent_actions.do_resume,
+        "cancel": agent_actions.do_cancel,
+    }[verb]
+    with transaction.atomic():
+        thread = action(thread_id, actor=_actor(user))
+        do_audit(
+            actor=user,
+            action=f"thread.{verb}",
+            thread_id=thread_id,
+            checkpoint_id=thread.head_id or "",
+            data={"status": thread.status},
+        )
+    return thread
+
+
+def do_edit_state(thread_id: str, *, user: User, values: dict[str, Any]) -> agent_actions.Written:
+    """Write an `update` checkpoint with the operator's values; audit the diff."""
+    _check_operator(user, "edit the state of")
+    with transaction.atomic():
+        written = agent_actions.do_update_state(thread_id, values=values, actor=_actor(user))
+        _audit_write(user, "thread.update", written)
+    return written
+
+
+def do_fork_thread(
+    thread_id: str, *, user: User, checkpoint_id: str, values: dict[str, Any] | None
+) -> agent_actions.Written:
+    """Branch from a checkpoint (optionally edited); audit the diff against the origin."""
+    _check_operator(user, "fork")
+    with transaction.atomic():
+        written = agent_actions.do_fork(
+            thread_id, checkpoint_id=checkpoint_id, values=values, actor=_actor(user)
+        )
+        _audit_write(user, "thread.fork", written, extra={"from_checkpoint": checkpoint_id})
+    return written
+
+
+def do_continue_thread(thread_id: str, *, user: User, text: str) -> agent_actions.Written:
+    """Add a user message to a finished thread."""
+    _check_operator(user, "continue")
+    with transaction.atomic():
+        written = agent_actions.do_continue(thread_id, text=text, actor=_actor(user))
+        _audit_write(user, "thread.message", written)
+    return written
+
+
+def _audit_write(
+    user: User, action: str, written: agent_actions.Written, extra: dict[str, Any] | None = None
+) -> None:
+    parent_values = written.previous.values
+    if written.checkpoint.parent_id and written.checkpoint.parent_id != written.previous.id:
+        from checkpoints.backends import get_backend
+
+        parent_values = (
+            get_backend().get(thread_id=written.thread.id, checkpoint_id=written.checkpoint.parent_id).values
+        )
+    changes = diff_values(parent_values, written.checkpoint.values)
+    do_audit(
+        actor=user,
+        action=action,
+        thread_id=written.thread.id,
+        checkpoint_id=written.checkpoint.id,
+        data={
+            **summary(changes),
+            "state_digest": written.checkpoint.digest,
+            "previous_head": written.previous.id,
+            **(extra or {}),
+        },
+    )

@@ -1,0 +1,67 @@
+"""Approval endpoints: list, decide, claim."""
+
+from typing import Any
+
+from ninja import Router, Status
+
+from approvals import permissions
+from approvals.actions.claims import do_claim_op
+from approvals.actions.decisions import access_request, check_decision, do_decide
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.api.base import Error
+from approvals.api.schemas import ApprovalOut, ClaimIn, DecisionIn
+from approvals.http import AuthedRequest
+from approvals.models import ApprovalRequest, ApprovalStatus
+
+router = Router(tags=["approvals"])
+
+
+@router.get("/approvals", response={200: list[ApprovalOut], 400: Error})
+def list_approvals(request: AuthedRequest, status: str = "pending", queue: str = "") -> Any:
+    if status not in ApprovalStatus.values:
+        return Status(400, {"detail": f"status must be one of: {', '.join(ApprovalStatus.values)}"})
+    rows = permissions.visible_requests(request.user, ApprovalRequest.objects.filter(status=status))
+    if queue:
+        rows = rows.filter(queue=queue)
+    rows = rows.select_related("decided_by", "claimed_by").order_by("created_at", "id")[:500]
+    return [ApprovalOut.from_request(r) for r in rows]
+
+
+@router.post(
+    "/approvals/{approval_id}/decision",
+    response={200: ApprovalOut, 400: Error, 403: Error, 404: Error, 409: Error},
+)
+def decide(request: AuthedRequest, approval_id: int, body: DecisionIn) -> Any:
+    try:
+        item = access_request(user=request.user, request_id=approval_id)
+    except ApprovalRequest.DoesNotExist:
+        return Status(404, {"detail": f"Approval request {approval_id} does not exist."})
+    try:
+        valid = check_decision(
+            item, user=request.user, decision=body.decision, args=body.args, message=body.message
+        )
+        decided = do_decide(item.pk, reviewer=request.user, valid=valid)
+    except NotAllowed as exc:
+        return Status(403, {"detail": str(exc)})
+    except Conflict as exc:
+        return Status(409, {"detail": str(exc)})
+    return ApprovalOut.from_request(decided)
+
+
+@router.post(
+    "/approvals/{approval_id}/claim",
+    response={200: ApprovalOut, 400: Error, 403: Error, 404: Error, 409: Error},
+)
+def claim(request: AuthedRequest, approval_id: int, body: ClaimIn) -> Any:
+    """Claim a request, release it, or (admins) reassign it to another reviewer."""
+    try:
+        item = access_request(user=request.user, request_id=approval_id)
+    except ApprovalRequest.DoesNotExist:
+        return Status(404, {"detail": f"Approval request {approval_id} does not exist."})
+    try:
+        do_claim_op(item, user=request.user, op=body.op, to=body.to or "")
+    except NotAllowed as exc:
+        return Status(403, {"detail": str(exc)})
+    except Conflict as exc:
+        return Status(409, {"detail": str(exc)})
+    return ApprovalOut.from_request(access_request(user=request.user, request_id=approval_id))

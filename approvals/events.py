@@ -1,0 +1,64 @@
+"""Pushes to open pages, always after the commit that caused them.
+
+Inboxes share one group and each consumer renders its own user's view (queues they may see,
+their filters, "claimed by you"): an event only says which queues changed. Thread and decision
+pages join their thread's group.
+"""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from approvals import selectors
+
+INBOX_GROUP = "inbox"
+log = logging.getLogger(__name__)
+
+
+def thread_group(thread_id: str) -> str:
+    # Group names allow only ASCII alphanumerics, hyphens, underscores and periods.
+    return "thread." + "".join(c if c.isalnum() or c in "-_." else "_" for c in thread_id)[:90]
+
+
+def on_commit(fn: Callable[[], None]) -> None:
+    """Run fn after the commit; a push that fails (Redis down) is logged, never undoes the commit."""
+    transaction.on_commit(fn, robust=True)
+
+
+def _send(group: str, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group, message)
+
+
+def send_inbox_changed(*, queues: list[str]) -> None:
+    _send(INBOX_GROUP, {"type": "inbox.changed", "queues": sorted(set(queues))})
+
+
+def send_requests_opened(*, request_ids: list[int]) -> None:
+    send_inbox_changed(queues=[r.queue for r in selectors.requests_by_ids(request_ids)])
+
+
+def send_requests_closed(*, request_ids: list[int]) -> None:
+    requests = selectors.requests_by_ids(request_ids)
+    send_inbox_changed(queues=[r.queue for r in requests])
+    for request_ in requests:
+        _send(thread_group(request_.thread_id), {"type": "approval.closed", "request_id": request_.pk})
+
+
+def send_request_changed(*, request_id: int, queues: list[str]) -> None:
+    """A claim or a queue changed: inboxes and the request's decision page update."""
+    send_inbox_changed(queues=queues)
+    for request_ in selectors.requests_by_ids([request_id]):
+        _send(thread_group(request_.thread_id), {"type": "approval.changed", "request_id": request_.pk})
+
+
+def on_thread_changed(sender: Any, *, thread_id: str, **kwargs: Any) -> None:
+    try:
+        _send(thread_group(thread_id), {"type": "thread.changed", "thread_id": thread_id})
+    except Exception:  # a page missing one refresh is better than a step failing after commit
+        log.exception("could not push thread.changed for %s", thread_id)

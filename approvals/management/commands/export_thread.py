@@ -1,0 +1,26 @@
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from approvals.actions.transfer import export_thread
+from checkpoints.models import Thread
+
+
+class Command(BaseCommand):
+    help = "Write a thread (or one branch, ending at --branch CHECKPOINT_ID) to a JSON file."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("thread_id")
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--branch", default=None)
+
+    def handle(self, *args: Any, thread_id: str, file: Path, branch: str | None, **options: Any) -> None:
+        try:
+            thread = Thread.objects.get(pk=thread_id)
+        except Thread.DoesNotExist as exc:
+            raise CommandError(f"No thread {thread_id!r}.") from exc
+        document = export_thread(thread, branch=branch)
+        file.write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        self.stdout.write(f"Wrote {len(document['checkpoints'])} checkpoints to {file}.")

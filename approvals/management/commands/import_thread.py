@@ -1,0 +1,24 @@
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from approvals.actions.transfer import InvalidExport, check_import, do_import_thread
+from checkpoints.backends.base import ThreadExists
+
+
+class Command(BaseCommand):
+    help = "Recreate a thread from an export file (see export_thread), optionally under a new id."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--as", dest="thread_id", default=None, help="a new thread id")
+
+    def handle(self, *args: Any, file: Path, thread_id: str | None, **options: Any) -> None:
+        try:
+            document = check_import(json.loads(file.read_text()))
+            thread = do_import_thread(document, thread_id=thread_id, actor="user:cli")
+        except (OSError, json.JSONDecodeError, InvalidExport, ThreadExists) as exc:
+            raise CommandError(f"Cannot import {file}: {exc}") from exc
+        self.stdout.write(f"Imported thread {thread.id} ({thread.status}).")

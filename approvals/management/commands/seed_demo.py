@@ -1,0 +1,54 @@
+"""`manage.py seed_demo`: the demo users reviewer, operator and admin, one per role.
+
+Passwords come from DEMO_PASSWORD (the same for all three) or are generated once and kept in
+VAR_DIR/demo_passwords.json, so every `make run` prints the same, working credentials.
+"""
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from approvals.roles import ROLE_NAMES, ensure_roles
+
+
+def demo_passwords() -> dict[str, str]:
+    if shared := os.environ.get("DEMO_PASSWORD"):
+        return dict.fromkeys(ROLE_NAMES, shared)
+    path = Path(settings.VAR_DIR) / "demo_passwords.json"
+    stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    passwords = {name: stored.get(name) or secrets.token_urlsafe(12) for name in ROLE_NAMES}
+    if passwords != stored:
+        path.write_text(json.dumps(passwords, indent=2) + "\n")
+        path.chmod(0o600)
+    return passwords
+
+
+class Command(BaseCommand):
+    help = "Create the demo users reviewer, operator and admin (idempotent) and print their passwords."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        passwords = demo_passwords()
+        User = get_user_model()
+        with transaction.atomic():
+            ensure_roles()
+            for role in ROLE_NAMES:
+                user, _ = User.objects.get_or_create(username=role)
+                # Reset each run so the printed password always works, even if someone changed it.
+                user.set_password(passwords[role])
+                user.is_active = True
+                user.is_staff = user.is_superuser = role == "admin"  # admin can use Django admin
+                user.save()
+                user.groups.set([Group.objects.get(name=role)])
+
+        width = max(len(p) for p in passwords.values())
+        self.stdout.write(f"{'username':<10} {'password':<{width}} role")
+        for role in ROLE_NAMES:
+            self.stdout.write(f"{role:<10} {passwords[role]:<{width}} {role}")

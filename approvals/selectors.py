@@ -1,0 +1,244 @@
+"""Reads for pages, pushes and the API."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from agents.prebuilt import ToolAgent
+from agents.registry import registry
+from approvals import permissions
+from approvals.models import ApprovalRequest, ApprovalStatus, Queue
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import CheckpointError
+from checkpoints.models import Thread
+
+INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
+
+
+def known_queues() -> list[str]:
+    """Every queue a registered gate names or escalates to, and every queue an admin created."""
+    queues = set(Queue.objects.values_list("name", flat=True))
+    for agent in registry.all():
+        for tool in agent.tools if isinstance(agent, ToolAgent) else []:
+            if tool.approval is not None:
+                queues.add(tool.approval.queue)
+                if tool.approval.expiry and tool.approval.expiry.to_queue:
+                    queues.add(tool.approval.expiry.to_queue)
+    return sorted(queues)
+
+
+def visible_queues(user: AbstractBaseUser | AnonymousUser) -> list[str]:
+    if not permissions.has_any_role(user):
+        return []
+    closed = permissions.closed_queues(user)
+    return [q for q in known_queues() if q not in closed]
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """What a reviewer narrowed the inbox to (empty: everything they may see)."""
+
+    queue: str = ""
+    agent: str = ""
+    min_age_s: int = 0
+
+
+def pending_requests(
+    user: AbstractBaseUser | AnonymousUser, filters: InboxFilter = InboxFilter()
+) -> QuerySet[ApprovalRequest]:
+    """The user's inbox: pending requests in queues they may see, oldest first."""
+    requests = permissions.visible_requests(
+        user, ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    )
+    if filters.queue:
+        requests = requests.filter(queue=filters.queue)
+    if filters.agent:
+        requests = requests.filter(agent=filters.agent)
+    if filters.min_age_s:
+        requests = requests.filter(created_at__lte=timezone.now() - timedelta(seconds=filters.min_age_s))
+    return requests.select_related("thread", "claimed_by").order_by("created_at", "id")
+
+
+@dataclass(frozen=True)
+class QueueCount:
+    name: str
+    pending: int
+    claimed: int
+
+
+def queue_counts(user: AbstractBaseUser | AnonymousUser) -> list[QueueCount]:
+    """Pending and claimed counts for every queue the user may see, empty ones included."""
+    pending = permissions.visible_requests(
+        user, ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    )
+    rows = {
+        row["queue"]: row
+        for row in pending.order_by()
+        .values("queue")
+        .annotate(pending=Count("id"), claimed=Count("id", filter=Q(claimed_by__isnull=False)))
+    }
+    names = sorted(set(visible_queues(user)) | set(rows))
+    return [
+        QueueCount(
+            name=n, pending=rows.get(n, {}).get("pending", 0), claimed=rows.get(n, {}).get("claimed", 0)
+        )
+        for n in names
+    ]
+
+
+def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) -> dict[str, Any]:
+    """What the inbox page and its live pushes render."""
+    requests = pending_requests(user, filters)
+    total = requests.count()
+    queues = queue_counts(user)
+    items = list(requests[:INBOX_LIMIT])
+    return {
+        "items": items,
+        "fingerprint": inbox_fingerprint(items, queues, total),
+        "count": total,
+        "more": max(total - INBOX_LIMIT, 0),
+        "queues": queues,
+        "all_pending": sum(q.pending for q in queues),
+        "can_read_ledger": permissions.can_read_ledger(user),
+        "filters": filters,
+        "user": user,
+        "now": timezone.now(),
+    }
+
+
+def inbox_fingerprint(items: list[ApprovalRequest], queues: list[QueueCount], total: int) -> str:
+    """What an inbox shows, hashed: a page skips the catch-up push that would show it the same."""
+    shown = [(r.pk, r.queue, r.claimed_by_id, r.escalated_from, str(r.expires_at)) for r in items]
+    counts = [(q.name, q.pending, q.claimed) for q in queues]
+    return hashlib.sha256(json.dumps([shown, counts, total]).encode()).hexdigest()[:16]
+
+
+def requests_by_ids(ids: list[int]) -> list[ApprovalRequest]:
+    return list(
+        ApprovalRequest.objects.filter(pk__in=ids).select_related("thread", "decided_by", "claimed_by")
+    )
+
+
+def neighbours(user: AbstractBaseUser | AnonymousUser, item: ApprovalRequest) -> dict[str, int | None]:
+    """The previous and next pending items of the user's inbox, around this one (for j/k)."""
+    pending = pending_requests(user).exclude(pk=item.pk)
+    after = Q(created_at__gt=item.created_at) | Q(created_at=item.created_at, id__gt=item.pk)
+    following = pending.filter(after).values_list("pk", flat=True).first()
+    previous = pending.exclude(after).order_by("-created_at", "-id").values_list("pk", flat=True).first()
+    return {"next_id": following, "prev_id": previous}
+
+
+def proposal_context(item: ApprovalRequest) -> dict[str, Any]:
+    """The agent's reasoning behind a gated call and the request it answers, from the gate's checkpoint."""
+    try:
+        values = get_backend().get(thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id)).values
+    except CheckpointError:
+        return {}
+    messages = values.get("messages", []) if isinstance(values, dict) else []
+    reasoning, asked = "", ""
+    for message in messages:
+        if message.get("role") == "user":
+            asked = message.get("content") or ""
+        if any(c.get("id") == item.key for c in message.get("tool_calls") or []):
+            reasoning = message.get("content") or ""
+            break
+    return {"reasoning": reasoning, "asked": asked}
+
+
+@dataclass(frozen=True)
+class ConversationItem:
+    """One message as a person reads it."""
+
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str = ""
+    tool_name: str = ""
+
+
+def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()) -> list[ConversationItem]:  # type: ignore[assignment]
+    """Turn stored messages into display items: tool calls with parsed arguments, their names,
+    and the human decision on each gated call."""
+    by_key = {r.key: r for r in requests}
+    names: dict[str, str] = {}
+    items = []
+    for message in values.get("messages", []):
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            names[call.get("id", "")] = function.get("name", "")
+            calls.append(
+                {
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "args": _pretty(function.get("arguments")),
+                    "edited": bool(call.get("edited")),
+                    "request": by_key.get(call.get("id", "")),
+                }
+            )
+        items.append(
+            ConversationItem(
+                role=message.get("role", ""),
+                content=message.get("content") or "",
+                tool_calls=calls,
+                tool_call_id=message.get("tool_call_id", ""),
+                tool_name=names.get(message.get("tool_call_id", ""), ""),
+            )
+        )
+    return items
+
+
+def _pretty(raw: Any) -> str:
+    try:
+        return json.dumps(json.loads(raw) if isinstance(raw, str) else raw, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(raw)
+
+
+def recent_threads(limit: int = 50) -> QuerySet[Thread]:
+    return Thread.objects.order_by("-updated_at")[:limit]
+
+
+def thread_context(thread_id: str) -> dict[str, Any]:
+    """What the conversation partial needs, read from the thread's head checkpoint."""
+    thread = Thread.objects.get(pk=thread_id)
+    values = get_backend().get(thread_id=thread_id).values if thread.head_id else {}
+    requests = list(thread.approval_requests.select_related("decided_by").order_by("created_at"))
+    return {
+        "thread": thread,
+        "conversation": conversation(values, requests=requests),
+        "offline": bool(thread.metadata.get("offline_model")),
+        "thread_requests": requests,
+    }
+
+
+def eligible_reviewers(queue: str, *, limit: int = 200) -> list[AbstractBaseUser]:
+    """Active users who may decide requests in the queue: the choices for reassigning one."""
+    from django.contrib.auth import get_user_model
+
+    users = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name__in=["reviewer", "admin"]))
+        .distinct()
+        .order_by("username")[:limit]
+    )
+    return [u for u in users if permissions.can_decide(u, queue)]
+
+
+def status_context(item: ApprovalRequest, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
+    """What a request's status line needs: its claim, and what this user may do about it."""
+    can_manage = permissions.can_manage_claims(user)
+    return {
+        "item": item,
+        "can_claim": item.is_pending and permissions.can_decide(user, item.queue),
+        "can_manage": can_manage,
+        "reviewers": eligible_reviewers(item.queue) if can_manage and item.is_pending else [],
+        "now": timezone.now(),
+    }

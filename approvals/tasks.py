@@ -1,0 +1,50 @@
+"""Celery tasks for the inbox: thin, take ids, call actions. Beat runs the sweeps."""
+
+import logging
+import random
+
+from celery import Task, shared_task
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from approvals.actions.claims import do_release_idle_claims
+from approvals.actions.expiry import do_expire_due
+from approvals.actions.notify import do_send_notification
+
+log = logging.getLogger(__name__)
+
+
+@shared_task
+def expire_requests_task() -> int:
+    """Auto-reject or escalate pending requests past their gate's expiry."""
+    return do_expire_due()
+
+
+@shared_task
+def release_idle_claims_task() -> int:
+    """Give claims nobody touched for CLAIM_IDLE_S back to their queue."""
+    return do_release_idle_claims()
+
+
+def backoff_s(retries: int) -> float:
+    """Exponential with jitter: base, 2 x base, 4 x base ... capped at ten minutes."""
+    delay = min(settings.NOTIFY_RETRY_BASE_S * 2**retries, 600)
+    return delay * random.uniform(0.8, 1.2)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def notify_task(self: Task, notifier_path: str, event: str, request_id: int, delivery_id: str) -> bool:
+    try:
+        return do_send_notification(
+            notifier_path=notifier_path, event=event, request_id=request_id, delivery_id=delivery_id
+        )
+    except ImproperlyConfigured:
+        log.exception("notifier %s is misconfigured; not retrying", notifier_path)
+        return False
+    except Exception as exc:
+        if self.request.retries >= settings.NOTIFY_MAX_RETRIES:
+            tries = self.request.retries + 1
+            log.exception("giving up on %s for request %s after %s tries", notifier_path, request_id, tries)
+            return False
+        log.warning("notifier %s failed (%s); retrying", notifier_path, exc)
+        raise self.retry(exc=exc, countdown=backoff_s(self.request.retries)) from exc

@@ -1,0 +1,190 @@
+"""Deciding approval requests: who may, what is valid, and what happens when it is too late."""
+
+import pytest
+from django.test import Client
+
+from agents.actions import InvalidInput
+from approvals.actions.audit import event_body, event_hash
+from approvals.actions.decisions import DecisionConflict, NotAllowed, check_decision, do_decide
+from approvals.actions.tokens import do_create_token, do_revoke_token
+from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import NewCheckpoint
+from checkpoints.models import CheckpointSource, Thread, ThreadStatus
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def api(token: str) -> Client:
+    return Client(headers={"Authorization": f"Bearer {token}"})
+
+
+def test_approve_records_the_decision_and_sets_the_thread_running() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+
+    request_.refresh_from_db()
+    assert (request_.status, request_.decided_by) == (ApprovalStatus.APPROVED, rita)
+    assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
+
+
+def test_an_operator_may_not_decide() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+
+    with pytest.raises(NotAllowed):
+        check_decision(request_, user=olga, decision="approve")
+    response = api(do_create_token(user=olga)).post(
+        f"/api/approvals/{request_.pk}/decision", {"decision": "approve"}, content_type="application/json"
+    )
+
+    assert response.status_code == 403
+    assert status_of(request_) == ApprovalStatus.PENDING
+
+
+def status_of(request_: ApprovalRequest) -> str:
+    request_.refresh_from_db()
+    return request_.status
+
+
+def test_reject_needs_a_reason_and_changes_nothing_without_one() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    with pytest.raises(InvalidInput) as error:
+        check_decision(request_, user=rita, decision="reject", message="  ")
+
+    assert error.value.errors == {"message": "write a reason for the agent"}
+    assert status_of(request_) == ApprovalStatus.PENDING
+
+
+def test_a_decision_the_gate_does_not_allow_is_refused() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate(
+        agent="outreach",
+        action="send_email",
+        args={"to": "bob@example.com", "subject": "Hi", "body": "Hello"},
+    )
+
+    with pytest.raises(InvalidInput) as error:
+        check_decision(request_, user=rita, decision="respond", message="no")
+
+    assert "approve, edit, reject" in error.value.errors["decision"]
+
+
+def test_an_edit_with_unknown_fields_or_wrong_types_lists_each_field() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    with pytest.raises(InvalidInput) as error:
+        check_decision(
+            request_,
+            user=rita,
+            decision="edit",
+            args={"order_id": "ORD-1001", "amount_cents": "lots", "note": "x"},
+        )
+
+    assert set(error.value.errors) == {"args.amount_cents", "args.note"}
+
+
+def test_a_request_whose_thread_moved_on_is_superseded_and_refused_with_the_reason() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    backend = get_backend()
+    head = backend.get(thread_id=request_.thread_id)
+    backend.put(
+        thread_id=head.thread_id,
+        parent_id=head.id,
+        expected_head=head.id,
+        status=ThreadStatus.PAUSED,
+        checkpoint=NewCheckpoint(values=head.values, source=CheckpointSource.UPDATE, next=head.next),
+    )
+
+    with pytest.raises(DecisionConflict) as error:
+        do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+
+    assert "no longer current" in str(error.value)
+    assert status_of(request_) == ApprovalStatus.SUPERSEDED
+
+
+def test_every_decision_is_audited_in_a_hash_chain() -> None:
+    rita = make_user("rita", "reviewer")
+    first, second = make_gate(), make_gate()
+
+    do_decide(first.pk, reviewer=rita, valid=check_decision(first, user=rita, decision="approve"))
+    do_decide(
+        second.pk, reviewer=rita, valid=check_decision(second, user=rita, decision="reject", message="no")
+    )
+
+    one, two = AuditEvent.objects.order_by("id")
+    assert (one.action, two.action) == ("decision.approve", "decision.reject")
+    assert two.prev_hash == one.hash
+    assert all(e.hash == event_hash(prev_hash=e.prev_hash, body=event_body(e)) for e in (one, two))
+    assert one.data["args_seen"] == {"order_id": "ORD-1001", "amount_cents": 4250}
+
+
+def test_the_api_refuses_missing_and_revoked_tokens() -> None:
+    rita = make_user("rita", "reviewer")
+    raw = do_create_token(user=rita)
+
+    assert Client().get("/api/approvals").status_code == 401
+    assert api(raw).get("/api/approvals").status_code == 200
+    do_revoke_token(ApiToken.objects.get())
+    assert api(raw).get("/api/approvals").status_code == 401
+    assert ApiToken.objects.get().token_hash != raw  # only the hash is stored
+
+
+def test_a_malformed_decision_body_is_a_clear_400() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    response = api(do_create_token(user=rita)).post(
+        f"/api/approvals/{request_.pk}/decision", {"decision": "maybe"}, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert "decision" in response.json()["errors"]
+
+
+def test_the_openapi_document_lists_the_api() -> None:
+    paths = Client().get("/api/openapi.json").json()["paths"]
+
+    assert {
+        "/api/threads",
+        "/api/threads/{thread_id}",
+        "/api/approvals",
+        "/api/approvals/{approval_id}/decision",
+    } <= set(paths)
+
+
+def test_pages_need_a_login_and_the_inbox_lists_pending_requests() -> None:
+    request_ = make_gate()
+    client = Client()
+    assert client.get("/").status_code == 302
+
+    client.force_login(make_user("rita", "reviewer"))
+    page = client.get("/").content.decode()
+
+    assert f'id="approval-{request_.pk}"' in page
+    assert "ORD-1001" in page
+
+
+def test_a_user_without_a_role_sees_no_inbox() -> None:
+    client = Client()
+    client.force_login(make_user("nobody"))
+
+    assert client.get("/").status_code == 403
+
+
+def test_model_text_with_html_is_shown_as_text_on_the_decision_page() -> None:
+    request_ = make_gate(args={"order_id": "<script>alert(1)</script>", "amount_cents": 1})
+    client = Client()
+    client.force_login(make_user("rita", "reviewer"))
+
+    page = client.get(f"/approvals/{request_.pk}/").content.decode()
+
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

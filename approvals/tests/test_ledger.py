@@ -1,0 +1,126 @@
+"""The ledger: verify_ledger catches altered, deleted and truncated events; admins read and export it."""
+
+import csv
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from approvals.actions.audit import do_audit
+from approvals.actions.claims import do_claim, do_release
+from approvals.actions.decisions import check_decision, do_decide
+from approvals.actions.ledger import verify_ledger
+from approvals.models import AuditEvent
+from checkpoints.models import Thread
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def events() -> list[AuditEvent]:
+    """A claim, a release and a decision by rita, in that order."""
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    do_claim(request_.pk, user=rita)
+    do_release(request_.pk, user=rita)
+    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    return list(AuditEvent.objects.order_by("id"))
+
+
+def verify() -> str:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("verify_ledger", stdout=out, stderr=err)
+    except CommandError as exc:
+        return f"FAILED {exc}\n{err.getvalue()}"
+    return out.getvalue()
+
+
+def test_an_intact_ledger_verifies(events: list[AuditEvent]) -> None:
+    assert "The ledger is intact: 3 events verified." in verify()
+
+
+def test_an_altered_event_is_detected(events: list[AuditEvent]) -> None:
+    AuditEvent.objects.filter(pk=events[0].pk).update(
+        data={**events[0].data, "args_seen": {"amount_cents": 1}}
+    )
+
+    report = verify()
+
+    assert report.startswith("FAILED The ledger is broken: 1 problem(s) in 3 events.")
+    assert f"event {events[0].pk}: its content does not match its hash (altered)" in report
+
+
+def test_a_deleted_event_is_detected(events: list[AuditEvent]) -> None:
+    AuditEvent.objects.filter(pk=events[1].pk).delete()
+
+    assert f"event {events[2].pk}: does not follow the previous event" in verify()
+
+
+def test_deleting_the_newest_events_is_detected(events: list[AuditEvent]) -> None:
+    AuditEvent.objects.filter(pk=events[2].pk).delete()
+
+    assert "ledger head: names a later event than the last one" in verify()
+
+
+def test_a_rehashed_forgery_still_breaks_the_link_to_the_next_event(events: list[AuditEvent]) -> None:
+    from approvals.actions.audit import event_body, event_hash
+
+    forged = events[0]
+    forged.actor_name = "mallory"
+    forged.hash = event_hash(prev_hash=forged.prev_hash, body=event_body(forged))
+    forged.save()
+
+    assert not verify_ledger().ok
+
+
+def test_deleting_a_thread_keeps_the_chain_intact(events: list[AuditEvent]) -> None:
+    Thread.objects.all().delete()  # cascades to its approval requests
+
+    assert verify_ledger().ok
+    assert AuditEvent.objects.filter(approval__isnull=True, approval_ref__isnull=False).count() == 3
+
+
+def test_only_admins_read_the_ledger(events: list[AuditEvent]) -> None:
+    client = Client()
+    client.force_login(make_user("sam", "reviewer"))
+    assert client.get("/ledger/").status_code == 403
+    assert client.get("/ledger.csv").status_code == 403
+
+
+def test_admins_filter_the_ledger_and_export_it_as_csv(events: list[AuditEvent]) -> None:
+    do_audit(actor=None, action="thread.pause", thread_id="t-1", data={"note": '=HYPERLINK("x")'})
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+
+    page = client.get("/ledger/", {"action": "claim"}).content.decode()
+    assert "claim.take" in page and "claim.release" in page and "decision.approve" not in page
+
+    response = client.get("/ledger.csv", {"actor": "rita"})
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[attr-defined]
+    assert rows[0][:4] == ["id", "at", "actor", "action"]
+    assert [r[3] for r in rows[1:]] == ["claim.take", "claim.release", "decision.approve"]
+    assert client.get("/ledger/", {"since": "not-a-date"}).status_code == 400
+
+
+def test_csv_cells_that_would_run_as_formulas_are_quoted(events: list[AuditEvent]) -> None:
+    do_audit(actor=None, action="=cmd", thread_id="t-1")
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+
+    body = b"".join(client.get("/ledger.csv").streaming_content).decode()  # type: ignore[attr-defined]
+
+    assert "'=cmd" in body
+
+
+def test_the_ledger_page_verifies_the_chain_on_request(events: list[AuditEvent]) -> None:
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+
+    assert "Chain intact: 3 events verified" in client.get("/ledger/", {"verify": "1"}).content.decode()
+    AuditEvent.objects.filter(pk=events[1].pk).delete()
+    assert "Chain broken" in client.get("/ledger/", {"verify": "1"}).content.decode()

@@ -1,0 +1,216 @@
+"""Operators steer threads: pause, resume, cancel, edit state, fork, continue — permission-checked,
+audited, and never applied halfway."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from agents.actions import InvalidInput, ThreadStateError, replay_warnings
+from approvals.actions.threads import NotAllowed, do_control, do_edit_state, do_fork_thread
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
+from approvals.thread_selectors import history
+from checkpoints.backends import get_backend
+from checkpoints.models import Checkpoint, Thread, ThreadStatus
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user: object) -> Client:
+    return Client(headers={"Authorization": f"Bearer {do_create_token(user=user)}"})  # type: ignore[arg-type]
+
+
+def head_values(thread_id: str) -> dict:
+    return get_backend().get(thread_id=thread_id).values
+
+
+def test_pause_and_resume_a_waiting_thread_keeps_its_gate() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+
+    assert do_control(request_.thread_id, user=olga, verb="pause").status == ThreadStatus.PAUSED
+    assert do_control(request_.thread_id, user=olga, verb="resume").status == ThreadStatus.WAITING
+    assert [e.action for e in AuditEvent.objects.order_by("id")] == ["thread.pause", "thread.resume"]
+
+
+def test_a_finished_thread_cannot_be_paused_and_says_why() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    do_control(request_.thread_id, user=olga, verb="cancel")
+
+    with pytest.raises(ThreadStateError, match="Cannot pause a thread that is cancelled"):
+        do_control(request_.thread_id, user=olga, verb="pause")
+    response = api(olga).post(f"/api/threads/{request_.thread_id}/pause")
+    assert response.status_code == 409
+
+
+def test_cancel_supersedes_open_approvals_with_the_reason() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+
+    do_control(request_.thread_id, user=olga, verb="cancel")
+
+    request_.refresh_from_db()
+    assert request_.status == ApprovalStatus.SUPERSEDED
+    assert request_.status_reason == "the thread was cancelled by olga"
+
+
+def test_a_reviewer_may_not_steer_threads() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    with pytest.raises(NotAllowed):
+        do_control(request_.thread_id, user=rita, verb="pause")
+    assert api(rita).post(f"/api/threads/{request_.thread_id}/cancel").status_code == 403
+    assert (
+        api(rita)
+        .patch(
+            f"/api/threads/{request_.thread_id}/state",
+            {"values": {"messages": []}},
+            content_type="application/json",
+        )
+        .status_code
+        == 403
+    )
+    assert Thread.objects.get().status == ThreadStatus.WAITING
+
+
+def test_editing_state_writes_an_update_checkpoint_and_asks_for_approval_again() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    values = head_values(request_.thread_id)
+    call = values["messages"][-1]["tool_calls"][0]
+    call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001", "amount_cents": 100})
+
+    written = do_edit_state(request_.thread_id, user=olga, values=values)
+
+    assert written.checkpoint.source == "update"
+    assert written.checkpoint.parent_id == str(request_.checkpoint_id)
+    request_.refresh_from_db()
+    assert request_.status == ApprovalStatus.SUPERSEDED
+    fresh = ApprovalRequest.objects.get(status=ApprovalStatus.PENDING)
+    assert str(fresh.checkpoint_id) == written.checkpoint.id
+    assert fresh.args == {"order_id": "ORD-1001", "amount_cents": 100}
+    event = AuditEvent.objects.get(action="thread.update")
+    assert event.data["changes"][0]["path"] == "messages[1].tool_calls[0].function.arguments"
+
+
+def test_an_invalid_state_edit_is_refused_with_field_errors_and_changes_nothing() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    before = Checkpoint.objects.count()
+
+    with pytest.raises(InvalidInput) as error:
+        do_edit_state(request_.thread_id, user=olga, values={"messages": "not a list", "extra": 1})
+
+    assert set(error.value.errors) == {"messages", "extra"}
+    assert Checkpoint.objects.count() == before
+    assert status_of(request_) == ApprovalStatus.PENDING
+
+
+def status_of(request_: ApprovalRequest) -> str:
+    request_.refresh_from_db()
+    return request_.status
+
+
+def test_bad_json_and_oversized_state_get_clear_400s_over_the_api(settings: object) -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    client = api(olga)
+
+    bad_json = client.patch(
+        f"/api/threads/{request_.thread_id}/state", "{nope", content_type="application/json"
+    )
+    settings.MAX_STATE_BYTES = 100  # type: ignore[attr-defined]
+    too_big = client.patch(
+        f"/api/threads/{request_.thread_id}/state",
+        {"values": {"messages": [{"role": "user", "content": "x" * 200}]}},
+        content_type="application/json",
+    )
+
+    assert bad_json.status_code == 400
+    assert too_big.status_code == 400
+    assert "limit is 100" in too_big.json()["errors"]["values"]
+    assert Checkpoint.objects.filter(source="update").count() == 0
+
+
+def test_fork_from_an_earlier_checkpoint_moves_the_head_and_keeps_the_old_branch() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    thread = Thread.objects.get()
+    first = Checkpoint.objects.get(step=0)
+    edited = {"messages": [{"id": "m1", "role": "user", "content": "Please refund order ORD-1003"}]}
+
+    written = do_fork_thread(thread.pk, user=olga, checkpoint_id=str(first.pk), values=edited)
+
+    thread.refresh_from_db()
+    assert str(thread.head_id) == written.checkpoint.id
+    assert (written.checkpoint.source, written.checkpoint.parent_id, written.checkpoint.step) == (
+        "fork",
+        str(first.pk),
+        1,
+    )
+    assert thread.status == ThreadStatus.RUNNING
+    [root] = history(thread)
+    assert [c.step for c in root.checkpoints] == [0, 1]  # the current line: input, then the fork
+    assert [c.step for c in root.branches[0].checkpoints] == [1]  # the old branch: the gate
+    assert not root.branches[0].current
+    assert status_of(request_) == ApprovalStatus.SUPERSEDED
+
+
+def test_fork_warns_which_side_effecting_tools_ran_after_the_checkpoint() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    values = head_values(request_.thread_id)
+    call_id = values["messages"][-1]["tool_calls"][0]["id"]
+    values["messages"].append(
+        {"id": "m9", "role": "tool", "tool_call_id": call_id, "content": '{"status": "issued"}'}
+    )
+    do_edit_state(request_.thread_id, user=olga, values=values)
+
+    warnings = replay_warnings(request_.thread_id, checkpoint_id=str(request_.checkpoint_id))
+
+    assert [w["tool"] for w in warnings] == ["issue_refund"]
+
+
+def test_the_api_lists_history_and_diffs_two_checkpoints() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    client = api(olga)
+    thread_id = request_.thread_id
+
+    steps = client.get(f"/api/threads/{thread_id}/history").json()
+    first = steps[-1]["id"]
+    diff = client.get(f"/api/threads/{thread_id}/diff", {"from": first, "to": steps[0]["id"]}).json()
+    one = client.get(f"/api/threads/{thread_id}/checkpoints/{first}").json()
+
+    assert [s["step"] for s in steps] == [1, 0]
+    assert [(c["kind"], c["path"]) for c in diff] == [("added", "messages[1]")]
+    assert diff[0]["new"]["tool_calls"][0]["function"]["name"] == "issue_refund"
+    assert one["values"]["messages"][0]["content"] == "Please refund order ORD-1001"
+    assert client.get(f"/api/threads/{thread_id}/checkpoints/not-a-checkpoint").status_code == 404
+
+
+def test_the_thread_list_filters_by_agent_status_and_text() -> None:
+    olga = make_user("olga", "operator")
+    make_gate()
+    make_gate(
+        agent="outreach", action="send_email", args={"to": "bob@example.com", "subject": "Hi", "body": "Yo"}
+    )
+    client = api(olga)
+
+    assert [t["agent"] for t in client.get("/api/threads", {"agent": "outreach"}).json()] == ["outreach"]
+    assert len(client.get("/api/threads", {"status": "waiting"}).json()) == 2
+    assert len(client.get("/api/threads", {"q": "ORD-1001"}).json()) == 2
+    assert client.get("/api/threads", {"q": "no such text"}).json() == []
+
+
+def test_a_reviewer_reads_only_threads_in_their_queues() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    client = api(rita)
+
+    assert client.get(f"/api/threads/{request_.thread_id}").status_code == 200
+    assert [t["id"] for t in client.get("/api/threads").json()] == [request_.thread_id]

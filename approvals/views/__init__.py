@@ -1,0 +1,1 @@
+"""Pages, by topic. Views are thin: selectors read, actions write."""

@@ -1,0 +1,89 @@
+"""Time travel: one checkpoint (state, diff against its parent, fork), and a diff of any two."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from agents.actions import InvalidInput, ThreadStateError, replay_warnings
+from approvals import thread_access, thread_selectors
+from approvals.actions.threads import NotAllowed, access_thread, do_fork_thread
+from approvals.http import AuthedRequest
+from approvals.thread_forms import parse_state
+from checkpoints.backends.base import CheckpointError
+from checkpoints.models import Thread
+
+
+def _thread_or_404(request: AuthedRequest, thread_id: str) -> Thread:
+    try:
+        return access_thread(user=request.user, thread_id=thread_id)
+    except Thread.DoesNotExist as exc:
+        raise Http404("No such thread.") from exc
+
+
+@require_http_methods(["GET", "POST"])
+def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    try:
+        item = thread_selectors.checkpoint(thread, checkpoint_id)
+    except CheckpointError as exc:
+        raise Http404(str(exc)) from exc
+    context: dict[str, Any] = {
+        "thread": thread,
+        "item": item,
+        "state": thread_selectors.pretty(item.values),
+        "changes": thread_selectors.diff_against_parent(item),
+        "warnings": replay_warnings(thread.id, checkpoint_id=item.id),
+        "can_operate": thread_access.can_operate(request.user),
+        "history": thread_selectors.history(thread),
+        "text": thread_selectors.pretty(item.values),
+    }
+    if request.method == "POST":
+        return _fork(request, thread, item.id, context)
+    return render(request, "approvals/checkpoint.html", context)
+
+
+def _fork(
+    request: AuthedRequest, thread: Thread, checkpoint_id: str, context: dict[str, Any]
+) -> HttpResponse:
+    context["text"] = request.POST.get("values", context["text"])
+    try:
+        values = parse_state(context["text"]) if request.POST.get("edit") else None
+        do_fork_thread(thread.id, user=request.user, checkpoint_id=checkpoint_id, values=values)
+    except NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except InvalidInput as exc:
+        context["errors"] = exc.errors
+        return render(request, "approvals/checkpoint.html", context, status=400)
+    except ThreadStateError as exc:
+        context["errors"] = {"status": str(exc)}
+        return render(request, "approvals/checkpoint.html", context, status=409)
+    messages.success(request, "Forked: a new branch starts here and the thread runs on from it.")
+    return redirect("approvals:thread", thread_id=thread.id)
+
+
+def diff(request: AuthedRequest, thread_id: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    checkpoints = thread_selectors.history_list(thread)
+    from_id = request.GET.get("from") or (checkpoints[-1].id if checkpoints else "")
+    to_id = request.GET.get("to") or (str(thread.head_id) if thread.head_id else "")
+    try:
+        changes = thread_selectors.diff_between(thread, from_id=from_id, to_id=to_id)
+    except CheckpointError as exc:
+        return render(
+            request,
+            "approvals/diff.html",
+            {"thread": thread, "checkpoints": checkpoints, "error": str(exc)},
+            status=404,
+        )
+    context = {
+        "thread": thread,
+        "checkpoints": checkpoints,
+        "from_id": from_id,
+        "to_id": to_id,
+        "changes": changes,
+    }
+    return render(request, "approvals/diff.html", context)

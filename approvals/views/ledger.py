@@ -1,0 +1,55 @@
+"""The audit ledger for admins: read and filter it, export it as CSV, verify the chain."""
+
+import csv
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from approvals import permissions
+from approvals.actions.ledger import LedgerFilter, csv_rows, filtered_events, verify_ledger
+from approvals.forms import LedgerFilterForm
+from approvals.http import AuthedRequest
+
+PAGE_SIZE = 50
+
+
+def _filters(request: AuthedRequest) -> tuple[LedgerFilterForm, LedgerFilter | None]:
+    if not permissions.can_read_ledger(request.user):
+        raise PermissionDenied("Only admins may read the audit ledger.")
+    form = LedgerFilterForm(request.GET)
+    return form, form.filters() if form.is_valid() else None
+
+
+def ledger(request: AuthedRequest) -> HttpResponse:
+    form, filters = _filters(request)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context: dict[str, Any] = {"form": form, "query": query}
+    if filters is not None:
+        context["page"] = Paginator(filtered_events(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    if request.GET.get("verify"):
+        context["report"] = verify_ledger()
+    template = "approvals/ledger.html#results" if request.htmx else "approvals/ledger.html"
+    return render(request, template, context, status=200 if filters is not None else 400)
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def ledger_csv(request: AuthedRequest) -> HttpResponseBase:
+    form, filters = _filters(request)
+    if filters is None:
+        errors = "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items())
+        return HttpResponse(f"Bad filter: {errors}\n", status=400, content_type="text/plain")
+    writer = csv.writer(_Echo())
+    rows = (writer.writerow(row) for row in csv_rows(filtered_events(filters)))
+    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    name = f"gatehouse-ledger-{timezone.now():%Y%m%d-%H%M%S}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

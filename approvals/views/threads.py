@@ -1,0 +1,134 @@
+"""Threads: the list (and starting a run), one thread's page, and operators' controls."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from agents.actions import InvalidInput, ThreadStateError, check_start_thread, do_start_thread
+from agents.registry import registry
+from approvals import permissions, selectors, thread_access, thread_selectors
+from approvals.actions.threads import (
+    NotAllowed,
+    access_thread,
+    do_continue_thread,
+    do_control,
+    do_edit_state,
+)
+from approvals.http import AuthedRequest
+from approvals.thread_forms import ThreadFilterForm, parse_state
+from checkpoints.models import Thread
+
+PAGE_SIZE = 50
+
+
+def _thread_or_404(request: AuthedRequest, thread_id: str) -> Thread:
+    try:
+        return access_thread(user=request.user, thread_id=thread_id)
+    except Thread.DoesNotExist as exc:
+        raise Http404("No such thread.") from exc
+
+
+@require_http_methods(["GET", "POST"])
+def threads(request: AuthedRequest) -> HttpResponse:
+    if not permissions.can_see_threads(request.user):
+        raise PermissionDenied
+    form = ThreadFilterForm(request.GET)
+    page = Paginator(thread_selectors.filtered_threads(request.user, form.filters()), PAGE_SIZE)
+    context: dict[str, Any] = {
+        "filter_form": form,
+        "page": page.get_page(request.GET.get("page")),
+        "query": request.GET.copy(),
+        "agents": registry.all(),
+        "can_start": permissions.can_start_threads(request.user),
+    }
+    context["query"].pop("page", None)
+    if request.method == "POST":
+        return _start(request, context)
+    template = "approvals/threads.html#results" if request.htmx else "approvals/threads.html"
+    return render(request, template, context)
+
+
+def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
+    if not context["can_start"]:
+        raise PermissionDenied
+    try:
+        agent = check_start_thread(
+            agent=request.POST.get("agent", ""), text=request.POST.get("input", ""), thread_id=None
+        )
+    except InvalidInput as exc:
+        context.update(errors=exc.errors, form=request.POST)
+        return render(request, "approvals/threads.html", context, status=400)
+    thread = do_start_thread(
+        agent=agent, text=request.POST["input"], thread_id=None, actor=f"user:{request.user.get_username()}"
+    )
+    return redirect("approvals:thread", thread_id=thread.id)
+
+
+def thread_detail(request: AuthedRequest, thread_id: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    context = selectors.thread_context(thread.id)
+    context.update(
+        history=thread_selectors.history(thread), can_operate=thread_access.can_operate(request.user)
+    )
+    return render(request, "approvals/thread.html", context)
+
+
+@require_POST
+def control(request: AuthedRequest, thread_id: str, verb: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    if verb not in ("pause", "resume", "cancel"):
+        raise Http404("No such action.")
+    try:
+        do_control(thread.id, user=request.user, verb=verb)
+        messages.success(request, f"Thread {verb}d." if verb != "pause" else "Thread paused between steps.")
+    except NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except ThreadStateError as exc:
+        messages.error(request, str(exc))
+    return redirect("approvals:thread", thread_id=thread.id)
+
+
+@require_http_methods(["GET", "POST"])
+def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    if not thread_access.can_operate(request.user):
+        raise PermissionDenied("Only operators and admins may edit a thread's state.")
+    head = thread_selectors.checkpoint(thread, str(thread.head_id))
+    context: dict[str, Any] = {"thread": thread, "head": head, "text": thread_selectors.pretty(head.values)}
+    if request.method == "POST":
+        context["text"] = request.POST.get("values", "")
+        try:
+            do_edit_state(thread.id, user=request.user, values=parse_state(context["text"]))
+        except InvalidInput as exc:
+            context["errors"] = exc.errors
+            return render(request, "approvals/state_edit.html", context, status=400)
+        except ThreadStateError as exc:
+            context["errors"] = {"status": str(exc)}
+            return render(request, "approvals/state_edit.html", context, status=409)
+        messages.success(request, "State saved as a new checkpoint. Open approvals were asked again.")
+        return redirect("approvals:thread", thread_id=thread.id)
+    return render(request, "approvals/state_edit.html", context)
+
+
+@require_POST
+def continue_thread(request: AuthedRequest, thread_id: str) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    try:
+        do_continue_thread(thread.id, user=request.user, text=_message(request))
+    except NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except (InvalidInput, ThreadStateError) as exc:
+        messages.error(request, str(exc))
+    return redirect("approvals:thread", thread_id=thread.id)
+
+
+def _message(request: AuthedRequest) -> str:
+    text = request.POST.get("input", "").strip()
+    if not text:
+        raise InvalidInput({"input": "write a message"})
+    return text

@@ -1,0 +1,110 @@
+"""Admin: threads with what they cost in storage and their newest checkpoints; the store."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.template.defaultfilters import filesizeformat
+from django.utils.html import format_html, format_html_join
+
+from checkpoints.backends import get_backend
+from checkpoints.models import StoreItem, Thread
+from checkpoints.store import decode_path
+
+RECENT = 50
+HEADINGS = ("step", "source", "node", "by", "state", "at", "id")
+
+
+@admin.register(Thread)
+class ThreadAdmin(admin.ModelAdmin):
+    list_display = ["id", "agent", "status", "checkpoint_count", "storage", "updated_at"]
+    list_filter = ["status", "agent"]
+    search_fields = ["id"]
+    list_per_page = 50
+    fields = (
+        "id",
+        "agent",
+        "status",
+        "head",
+        "metadata",
+        "error",
+        "created_at",
+        "updated_at",
+        "storage",
+        "recent",
+    )
+    readonly_fields = fields
+    actions = ["delete_threads"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
+        return super().get_queryset(request).annotate(checkpoint_count=Count("checkpoints"))
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # deleting goes through the backend (values, writes)
+        return actions
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Thread | None = None) -> bool:
+        return False
+
+    @admin.display(description="checkpoints", ordering="checkpoint_count")
+    def checkpoint_count(self, thread: Thread) -> int:
+        return int(getattr(thread, "checkpoint_count", 0))
+
+    @admin.display(description="storage")
+    def storage(self, thread: Thread) -> str:
+        """Its checkpoints, stored values and writes (values shared by its checkpoints count once)."""
+        return filesizeformat(get_backend().storage_bytes(thread_id=thread.id))
+
+    @admin.display(description=f"newest {RECENT} checkpoints")
+    def recent(self, thread: Thread) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            (
+                (c.step, c.source, c.node, c.created_by, filesizeformat(c.size_bytes), c.created_at, c.id)
+                for c in get_backend().history(thread_id=thread.id, limit=RECENT)
+            ),
+        )
+        head = format_html_join("", "<th>{}</th>", ((h,) for h in HEADINGS))
+        return format_html("<table><tr>{}</tr>{}</table>", head, rows)
+
+    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
+        get_backend().delete_thread(thread_id=obj.id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        for thread_id in queryset.values_list("id", flat=True):
+            get_backend().delete_thread(thread_id=thread_id)
+
+    @admin.action(
+        description="Delete the selected threads with all their checkpoints", permissions=["delete"]
+    )
+    def delete_threads(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        count = queryset.count()
+        self.delete_queryset(request, queryset)
+        self.message_user(request, f"Deleted {count} threads.")
+
+
+@admin.register(StoreItem)
+class StoreItemAdmin(admin.ModelAdmin):
+    """Keys and lifetimes only: values may be encrypted, and belong to their tenant."""
+
+    list_display = ["tenant", "path", "key", "updated_at", "expires_at"]
+    list_filter = ["tenant"]
+    search_fields = ["tenant", "key"]
+    fields = ("tenant", "path", "key", "created_at", "updated_at", "expires_at")
+    readonly_fields = fields
+
+    @admin.display(description="namespace")
+    def path(self, item: StoreItem) -> str:
+        return " / ".join(decode_path(item.namespace))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: StoreItem | None = None) -> bool:
+        return False

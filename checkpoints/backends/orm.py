@@ -1,0 +1,260 @@
+"""The ORM backend: Postgres in production, SQLite as the embedded default.
+
+Values are stored once (docs/storage.md): a write adds only what its parent does not hold,
+and a load reads the checkpoint row plus one recursive query for all its values.
+"""
+
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from checkpoints.backends import orm_sql as sql
+from checkpoints.backends import orm_write
+from checkpoints.backends.base import (
+    BaseCheckpointBackend,
+    CheckpointData,
+    CheckpointNotFound,
+    CheckpointSummary,
+    HeadConflict,
+    NewCheckpoint,
+    Summaries,
+    ThreadData,
+    ThreadExists,
+    ThreadNotFound,
+)
+from checkpoints.backends.orm_retention import OrmRetentionMixin
+from checkpoints.backends.orm_store import OrmStoreMixin
+from checkpoints.backends.records import layout_of, new_summary, open_checkpoint, with_values
+from checkpoints.digest import canonical_json
+from checkpoints.models import Checkpoint, PendingWrite, Thread, ThreadStatus
+from checkpoints.storage.cache import LayoutCache
+from checkpoints.storage.crypto import current_sealer
+from checkpoints.storage.layout import Layout, Row, plan_write
+from checkpoints.storage.loading import MissingRow, row_keys, wanted
+
+NO_ROW = uuid.UUID(int=0)
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    """Parse a checkpoint id; a malformed one matches nothing (a uuid no row has)."""
+    if not value:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return NO_ROW
+
+
+def _thread_data(thread: Thread) -> ThreadData:
+    return ThreadData(
+        id=thread.id,
+        agent=thread.agent,
+        status=ThreadStatus(thread.status),
+        head_id=str(thread.head_id) if thread.head_id else None,
+        metadata=thread.metadata,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        error=thread.error,
+    )
+
+
+class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
+    def __init__(self) -> None:
+        self.layouts = LayoutCache()
+
+    # --- threads ------------------------------------------------------------------------
+
+    def create_thread(
+        self,
+        *,
+        thread_id: str,
+        agent: str,
+        first: NewCheckpoint,
+        status: ThreadStatus,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[ThreadData, CheckpointData]:
+        summary, layout, plan_rows, refs = self._prepare(thread_id=thread_id, parent=None, new=first)
+        try:
+            with transaction.atomic():
+                thread = Thread.objects.create(
+                    id=thread_id, agent=agent, status=status, metadata=metadata or {}, head_id=summary.id
+                )
+                sql.insert_values(thread_id, plan_rows)
+                sql.insert_checkpoint(summary, refs=refs)
+        except IntegrityError as exc:
+            raise ThreadExists(thread_id) from exc
+        self.layouts.put(alias=connection.alias, layout=layout)
+        return _thread_data(thread), with_values(summary, first.values)
+
+    def get_thread(self, *, thread_id: str) -> ThreadData:
+        try:
+            return _thread_data(Thread.objects.get(pk=thread_id))
+        except Thread.DoesNotExist as exc:
+            raise ThreadNotFound(thread_id) from exc
+
+    def lock_thread(self, *, thread_id: str) -> ThreadData:
+        try:
+            return _thread_data(Thread.objects.select_for_update().get(pk=thread_id))
+        except Thread.DoesNotExist as exc:
+            raise ThreadNotFound(thread_id) from exc
+
+    def set_status(
+        self,
+        *,
+        thread_id: str,
+        status: ThreadStatus,
+        expected_head: str | None = None,
+        error: str = "",
+    ) -> bool:
+        rows = Thread.objects.filter(pk=thread_id)
+        if expected_head is not None:
+            rows = rows.filter(head_id=_uuid(expected_head))
+        return bool(rows.update(status=status, error=error, updated_at=timezone.now()))
+
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
+        now = timezone.now()
+        free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
+        return bool(
+            Thread.objects.filter(free, pk=thread_id).update(
+                lease_owner=owner, lease_expires_at=now + timedelta(seconds=ttl_s)
+            )
+        )
+
+    def release(self, *, thread_id: str, owner: str) -> None:
+        Thread.objects.filter(pk=thread_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+    def delete_thread(self, *, thread_id: str) -> None:
+        with transaction.atomic():
+            if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
+                return
+            Thread.objects.filter(pk=thread_id).update(head=None)
+            self.delete_values(thread_id=thread_id)
+            PendingWrite.objects.filter(checkpoint__thread_id=thread_id).delete()
+            Checkpoint.objects.filter(thread_id=thread_id).update(parent=None)
+            Checkpoint.objects.filter(thread_id=thread_id).delete()
+            Thread.objects.filter(pk=thread_id).delete()
+        self.layouts.discard_thread(alias=connection.alias, thread_id=thread_id)
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    def put(
+        self,
+        *,
+        thread_id: str,
+        parent_id: str,
+        expected_head: str | None,
+        checkpoint: NewCheckpoint,
+        status: ThreadStatus,
+    ) -> CheckpointData:
+        parent = self._layout(thread_id=thread_id, checkpoint_id=parent_id)
+        branch = parent.checkpoint_id != expected_head
+        summary, layout, plan_rows, refs = self._prepare(
+            thread_id=thread_id, parent=parent, new=checkpoint, branch=branch
+        )
+        moved = orm_write.write(
+            summary, refs=refs, rows=plan_rows, expected_head=expected_head, status=status, now=timezone.now()
+        )
+        if not moved:
+            raise self._refusal(thread_id=thread_id, parent_id=parent.checkpoint_id, expected=expected_head)
+        self.layouts.put(alias=connection.alias, layout=layout)
+        return with_values(summary, checkpoint.values)
+
+    def _prepare(
+        self, *, thread_id: str, parent: Layout | None, new: NewCheckpoint, branch: bool = False
+    ) -> tuple[CheckpointSummary, Layout, list[Row], dict[str, Any]]:
+        """Plan a write under parent: its header, its layout, the rows it adds, its references."""
+        plan = plan_write(new.values, parent=parent, sealer=current_sealer(), branch=branch)
+        summary = new_summary(
+            new,
+            checkpoint_id=str(uuid.uuid4()),
+            thread_id=thread_id,
+            parent_id=parent.checkpoint_id if parent else None,
+            step=parent.step + 1 if parent else 0,
+            plan=plan,
+            created_at=timezone.now(),
+        )
+        return summary, layout_of(summary, plan), plan.rows, plan.fields_json
+
+    def _refusal(self, *, thread_id: str, parent_id: str, expected: str | None) -> Exception:
+        actual = Thread.objects.filter(pk=thread_id).values_list("head_id", flat=True).first()
+        if actual is None and not Thread.objects.filter(pk=thread_id).exists():
+            return ThreadNotFound(thread_id)
+        if not Checkpoint.objects.filter(pk=_uuid(parent_id) or NO_ROW, thread_id=thread_id).exists():
+            return CheckpointNotFound(thread_id, parent_id)
+        return HeadConflict(thread_id, expected, str(actual) if actual else None)
+
+    def _layout(self, *, thread_id: str, checkpoint_id: str) -> Layout:
+        """The parent's layout: cached (this process wrote or read it), else loaded."""
+        layout = self.layouts.get(alias=connection.alias, checkpoint_id=checkpoint_id)
+        if layout is not None and layout.thread_id == thread_id:
+            return layout
+        return self._load(thread_id=thread_id, checkpoint_id=checkpoint_id)[1]
+
+    def get(self, *, thread_id: str, checkpoint_id: str | None = None) -> CheckpointData:
+        return self._load(thread_id=thread_id, checkpoint_id=checkpoint_id)[0]
+
+    def _load(self, *, thread_id: str, checkpoint_id: str | None) -> tuple[CheckpointData, Layout]:
+        found = sql.checkpoint_row(
+            thread_id, None if checkpoint_id is None else _uuid(checkpoint_id) or NO_ROW
+        )
+        if found is None:
+            self._require_thread(thread_id)
+            raise CheckpointNotFound(thread_id, checkpoint_id)
+        summary, refs = found
+        try:
+            data, layout = open_checkpoint(summary, refs, sql.fetch_values(thread_id, wanted(refs)))
+        except MissingRow:
+            # Some list item lives outside its runs (another writer stored it first): walk.
+            data, layout = open_checkpoint(summary, refs, sql.fetch_chains(thread_id, row_keys(refs)))
+        if self.layouts.get(alias=connection.alias, checkpoint_id=data.id) is None:
+            self.layouts.put(alias=connection.alias, layout=layout)
+        return data, layout
+
+    def _require_thread(self, thread_id: str) -> None:
+        if not Thread.objects.filter(pk=thread_id).exists():
+            raise ThreadNotFound(thread_id)
+
+    def list(self, *, thread_id: str, limit: int | None = None) -> list[CheckpointData]:
+        return [
+            self.get(thread_id=thread_id, checkpoint_id=summary.id)
+            for summary in self.history(thread_id=thread_id, limit=limit)
+        ]
+
+    def history(self, *, thread_id: str, limit: int | None = 50, before: str | None = None) -> Summaries:
+        rows = Checkpoint.objects.filter(thread_id=thread_id).order_by("-created_at", "-step")
+        if before is not None:
+            cursor = Checkpoint.objects.filter(pk=_uuid(before) or NO_ROW, thread_id=thread_id)
+            mark = cursor.values_list("created_at", "step").first()
+            if mark is None:
+                raise CheckpointNotFound(thread_id, before)
+            rows = rows.filter(Q(created_at__lt=mark[0]) | Q(created_at=mark[0], step__lt=mark[1]))
+        found = rows.values_list(*sql.SUMMARY_COLUMNS)
+        return [sql.summary_of(row) for row in (found[:limit] if limit is not None else found)]
+
+    # --- pending writes -----------------------------------------------------------------
+
+    def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
+        data = current_sealer().seal(canonical_json(value))  # refuses what is not JSON, before any query
+        try:
+            with transaction.atomic():
+                PendingWrite.objects.create(
+                    checkpoint_id=checkpoint_id, task_id=task_id, kind=kind, data=data
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def get_writes(self, *, thread_id: str, checkpoint_id: str) -> dict[str, tuple[str, Any]]:
+        rows = PendingWrite.objects.filter(
+            checkpoint_id=_uuid(checkpoint_id) or NO_ROW, checkpoint__thread_id=thread_id
+        )
+        sealer = current_sealer()
+        return {
+            task_id: (kind, json.loads(sealer.open(data)))
+            for task_id, kind, data in rows.order_by("id").values_list("task_id", "kind", "data")
+        }

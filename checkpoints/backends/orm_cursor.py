@@ -1,0 +1,38 @@
+"""Run the store's hot statements; on Postgres as server-side prepared statements.
+
+Django binds parameters client-side, so Postgres parses and plans every statement anew; the
+store's few hot statements are the same text every time, so preparing them once per
+connection saves that. Errors are Django's (wrap_database_errors) and the statement shows in
+connection.queries like any other.
+"""
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+
+def fetch_one(sql: str, params: Sequence[Any]) -> Any:
+    rows = _run(sql, params, all_rows=False)
+    return rows[0] if rows else None
+
+
+def fetch_all(sql: str, params: Sequence[Any]) -> list[Any]:
+    return _run(sql, params, all_rows=True)
+
+
+def _run(sql: str, params: Sequence[Any], *, all_rows: bool) -> list[Any]:
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall() if all_rows else filter(None, [cursor.fetchone()]))
+    connection.ensure_connection()
+    started = time.monotonic()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        rows = cursor.fetchall() if all_rows else [cursor.fetchone()]
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return [row for row in rows if row is not None]

@@ -1,0 +1,212 @@
+"""Retention, storage accounting and key rotation for the ORM backend."""
+
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Sequence
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+from django.db import connection, models, transaction
+from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Coalesce, Length
+
+from checkpoints.backends import orm_sql as sql
+from checkpoints.backends.base import PruneResult
+from checkpoints.digest import canonical_json, encode_digest, row_key, sha256
+from checkpoints.models import Checkpoint, PendingWrite, StoredValue, StoreItem, Thread
+from checkpoints.storage.crypto import Sealer, current_sealer
+from checkpoints.storage.layout import INLINE, VALUE, Row
+from checkpoints.storage.pruning import Node, decide, unreachable
+
+BATCH = 500
+T = TypeVar("T")
+
+
+def _batches(items: Sequence[T], size: int = BATCH) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class OrmRetentionMixin:
+    def prune(
+        self,
+        *,
+        thread_id: str,
+        keep_last: int | None = None,
+        older_than: datetime | None = None,
+        protected: Collection[str] = (),
+    ) -> PruneResult:
+        with transaction.atomic():
+            # The thread lock orders pruning against writers (they update this row first).
+            head = (
+                Thread.objects.select_for_update()
+                .filter(pk=thread_id)
+                .values_list("head_id", flat=True)
+                .first()
+            )
+            rows = Checkpoint.objects.filter(thread_id=thread_id).values_list(
+                "id", "parent_id", "created_at", "step"
+            )
+            nodes = [Node(str(i), str(p) if p else None, at, step) for i, p, at, step in rows]
+            decision = decide(
+                nodes,
+                head_id=str(head) if head else None,
+                keep_last=keep_last,
+                older_than=older_than,
+                protected=protected,
+            )
+            if not decision.doomed:
+                return PruneResult()
+            self._relink(decision.relink)
+            for batch in _batches(sorted(decision.doomed)):
+                Checkpoint.objects.filter(thread_id=thread_id, pk__in=batch).delete()
+            freed = self.collect_garbage(thread_id=thread_id)
+        return PruneResult(checkpoints=len(decision.doomed), values=freed)
+
+    def _relink(self, relink: dict[str, str | None]) -> None:
+        by_parent: dict[str | None, list[str]] = defaultdict(list)
+        for child, parent in relink.items():
+            by_parent[parent].append(child)
+        for parent, children in by_parent.items():
+            for batch in _batches(children):
+                Checkpoint.objects.filter(pk__in=batch).update(parent_id=parent)
+
+    def agents(self) -> list[str]:
+        return sorted(Thread.objects.order_by().values_list("agent", flat=True).distinct())
+
+    def prune_candidates(
+        self, *, agent: str, keep_last: int | None = None, older_than: datetime | None = None
+    ) -> list[str]:
+        checkpoints = Checkpoint.objects.filter(thread__agent=agent).order_by()
+        found: set[str] = set()
+        if older_than is not None:
+            old = checkpoints.filter(created_at__lt=older_than).exclude(pk=F("thread__head_id"))
+            found.update(old.values_list("thread_id", flat=True).distinct())
+        if keep_last is not None:
+            counts = checkpoints.values("thread_id").annotate(n=Count("id")).filter(n__gt=keep_last)
+            found.update(counts.values_list("thread_id", flat=True))
+        return sorted(found)
+
+    def collect_garbage(self, *, thread_id: str) -> int:
+        """Delete the thread's stored values that no checkpoint refers to. Call with the thread locked."""
+        prevs = {
+            bytes(key): bytes(prev) if prev is not None else None
+            for key, prev in StoredValue.objects.filter(thread_id=thread_id).values_list("key", "prev")
+        }
+        kept = Checkpoint.objects.filter(thread_id=thread_id).values_list("refs", flat=True)
+        dead = sorted(unreachable(cast(Iterator[dict[str, Any]], kept.iterator()), prevs))
+        for batch in _batches(dead):
+            StoredValue.objects.filter(thread_id=thread_id, key__in=batch).delete()
+        return len(dead)
+
+    def delete_values(self, *, thread_id: str) -> None:
+        StoredValue.objects.filter(thread_id=thread_id).delete()
+
+    def storage_bytes(self, *, thread_id: str) -> int:
+        if connection.vendor == "postgresql":
+            return _row_bytes_postgres(thread_id)
+        return _payload_bytes(thread_id)
+
+    def reseal(self, *, batch_size: int = BATCH) -> int:
+        return (
+            _reseal_values(batch_size)
+            + _reseal_by_id(PendingWrite, batch_size)
+            + _reseal_by_id(StoreItem, batch_size)
+            + _uninline(batch_size)
+        )
+
+
+def _row_bytes_postgres(thread_id: str) -> int:
+    """Bytes of the thread's rows as Postgres stores them (compressed, TOAST included)."""
+    checkpoint, value, write = (m._meta.db_table for m in (Checkpoint, StoredValue, PendingWrite))
+    query = f"""
+        SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM {checkpoint} c WHERE c.thread_id = %s)
+             + (SELECT coalesce(sum(pg_column_size(v.*)), 0) FROM {value} v WHERE v.thread_id = %s)
+             + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM {write} w
+                JOIN {checkpoint} c ON c.id = w.checkpoint_id WHERE c.thread_id = %s)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(query, [thread_id] * 3)
+        return int(cursor.fetchone()[0])
+
+
+def _payload_bytes(thread_id: str) -> int:
+    """An estimate where the database cannot say: the bytes of the stored columns."""
+    checkpoints = Checkpoint.objects.filter(thread_id=thread_id)
+    values = StoredValue.objects.filter(thread_id=thread_id)
+    writes = PendingWrite.objects.filter(checkpoint__thread_id=thread_id)
+    # Keys, thread ids and row headers: a fixed estimate per row.
+    rows = 80 * values.count() + 160 * checkpoints.count() + 80 * writes.count()
+    payload = _sum(values, Length("data")) + _sum(checkpoints, Length("refs")) + _sum(writes, Length("data"))
+    return rows + payload
+
+
+def _sum(rows: models.QuerySet[Any], expression: Any) -> int:
+    return int(rows.aggregate(total=Coalesce(Sum(expression), 0))["total"])
+
+
+def _reseal_values(batch_size: int) -> int:
+    """Re-encrypt every StoredValue, walking the (thread, key) primary key in batches."""
+    sealer, rewritten, after = current_sealer(), 0, Q()
+    while True:
+        batch = list(
+            StoredValue.objects.filter(after)
+            .order_by("thread_id", "key")
+            .values_list("thread_id", "key", "data")[:batch_size]
+        )
+        if not batch:
+            return rewritten
+        with transaction.atomic():
+            for thread_id, key, data in batch:
+                sealed = sealer.reseal(data)
+                if sealed != data:
+                    StoredValue.objects.filter(thread_id=thread_id, key=key).update(data=sealed)
+                    rewritten += 1
+        thread_id, key = batch[-1][0], batch[-1][1]
+        after = Q(thread_id__gt=thread_id) | Q(thread_id=thread_id, key__gt=key)
+
+
+def _reseal_by_id(model: type[PendingWrite] | type[StoreItem], batch_size: int) -> int:
+    sealer, rewritten, last = current_sealer(), 0, 0
+    while True:
+        batch = list(model.objects.filter(id__gt=last).order_by("id").values_list("id", "data")[:batch_size])
+        if not batch:
+            return rewritten
+        with transaction.atomic():
+            for pk, data in batch:
+                sealed = sealer.reseal(data)
+                if sealed != data:
+                    model.objects.filter(id=pk).update(data=sealed)
+                    rewritten += 1
+        last = batch[-1][0]
+
+
+def _uninline(batch_size: int) -> int:
+    """Once encrypting, move small values kept inline in checkpoint rows into sealed rows.
+    Their digests do not change: an inline value and a stored one hash alike."""
+    sealer = current_sealer()
+    if not sealer.encrypts:
+        return 0
+    moved, last = 0, None
+    checkpoints = Checkpoint.objects.order_by("id").values_list("id", "thread_id", "refs")
+    while True:
+        batch = list((checkpoints.filter(id__gt=last) if last else checkpoints)[:batch_size])
+        if not batch:
+            return moved
+        with transaction.atomic():
+            for pk, thread_id, refs in batch:
+                moved += _seal_inline(pk, thread_id, cast(dict[str, Any], refs), sealer=sealer)
+        last = batch[-1][0]
+
+
+def _seal_inline(pk: Any, thread_id: str, refs: dict[str, Any], *, sealer: Sealer) -> bool:
+    """Move one checkpoint's inline values into sealed rows; return whether it had any."""
+    plains = {name: canonical_json(ref[1]) for name, ref in refs.items() if ref[0] == INLINE}
+    if not plains:
+        return False
+    digests = {name: sha256(plain.encode()) for name, plain in plains.items()}
+    sql.insert_values(
+        thread_id, [Row(row_key(digests[name]), None, sealer.seal(plain)) for name, plain in plains.items()]
+    )
+    refs.update({name: [VALUE, encode_digest(digest)] for name, digest in digests.items()})
+    Checkpoint.objects.filter(pk=pk).update(refs=refs)
+    return True

@@ -1,0 +1,179 @@
+"""The ORM backend's hot statements, as SQL that Postgres and SQLite both run.
+
+A checkpoint write is three statements (move the head, add the new values, add the
+checkpoint) and a head load two (the checkpoint row, then one recursive CTE for all its
+values), whatever the thread's length. Parameters go through the model fields' own
+preparation, so types (UUIDs, JSON, datetimes, bytes) match what the ORM would send.
+"""
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC
+from typing import Any
+
+from django.db import connection, models
+from django.utils.dateparse import parse_datetime
+
+from checkpoints.backends import orm_cursor
+from checkpoints.backends.base import CheckpointSummary
+from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, Thread
+from checkpoints.storage.layout import Row
+from checkpoints.storage.loading import StoredRows, Wanted
+
+SUMMARY_COLUMNS = (
+    "id",
+    "thread_id",
+    "parent_id",
+    "step",
+    "source",
+    "next",
+    "node",
+    "created_by",
+    "schema_version",
+    "metadata",
+    "digest",
+    "size_bytes",
+    "created_at",
+)
+
+
+def insert(
+    model: type[models.Model], rows: Sequence[dict[str, Any]], *, ignore_conflicts: bool = False
+) -> None:
+    """INSERT rows (field name -> value) in one statement."""
+    if not rows:
+        return
+    fields = [model._meta.get_field(name) for name in rows[0]]
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)  # type: ignore[union-attr]
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
+    if ignore_conflicts:
+        sql += " ON CONFLICT DO NOTHING"  # written once: a value already stored stays as it is
+    params = [f.get_db_prep_save(row[f.name], connection) for row in rows for f in fields]  # type: ignore[union-attr]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def insert_values(thread_id: str, rows: Iterable[Row]) -> None:
+    insert(
+        StoredValue,
+        [
+            {
+                "thread": thread_id,
+                "key": r.key,
+                "prev": r.prev,
+                "data": r.data,
+                "run": r.run,
+                "depth": r.depth,
+            }
+            for r in rows
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def insert_checkpoint(summary: CheckpointSummary, *, refs: dict[str, Any]) -> None:
+    row = {name: getattr(summary, name) for name in SUMMARY_COLUMNS}
+    row["thread"] = row.pop("thread_id")
+    row["parent"] = row.pop("parent_id")
+    row["digest"] = bytes.fromhex(summary.digest)
+    insert(Checkpoint, [{**row, "source": str(summary.source), "refs": refs}])
+
+
+def fetch_values(thread_id: str, wanted: Wanted) -> StoredRows:
+    """The stored values and the list items a checkpoint needs, in one indexed query: its
+    values by key, its lists' items by (run, depth) range."""
+    if not wanted.keys:
+        return {}
+    where = [f"key IN ({', '.join(['%s'] * len(wanted.keys))})"]
+    where += ["(run = %s AND depth BETWEEN %s AND %s)"] * len(wanted.spans)
+    sql = f"SELECT key, prev, data FROM {VALUES} WHERE thread_id = %s AND ({' OR '.join(where)})"
+    params = [thread_id, *wanted.keys, *(n for span in wanted.spans for n in span)]
+    return _rows(sql, params)
+
+
+def fetch_chains(thread_id: str, keys: Sequence[bytes]) -> StoredRows:
+    """Every row reachable from keys through prev links, in one recursive query: the general
+    read, for lists whose runs do not hold all their items (rows another writer stored first).
+    UNION (not UNION ALL) reads a row shared by several lists once, and ends even on a cycle."""
+    if not keys:
+        return {}
+    marks = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"WITH RECURSIVE walk(key, prev, data) AS ("
+        f" SELECT key, prev, data FROM {VALUES} WHERE thread_id = %s AND key IN ({marks})"
+        f" UNION {_step_sql()}"
+        f") SELECT key, prev, data FROM walk"
+    )
+    return _rows(sql, [thread_id, *keys, thread_id])
+
+
+def _rows(sql: str, params: list[Any]) -> StoredRows:
+    found = orm_cursor.fetch_all(sql, params)
+    return {bytes(key): (bytes(prev) if prev is not None else None, data) for key, prev, data in found}
+
+
+def checkpoint_row(
+    thread_id: str, checkpoint_id: uuid.UUID | None
+) -> tuple[CheckpointSummary, dict[str, Any]] | None:
+    """A checkpoint's header and references (the head's, when checkpoint_id is None), or None."""
+    sql = f"SELECT {', '.join(SUMMARY_COLUMNS)}, refs FROM {CHECKPOINTS} WHERE thread_id = %s AND id = "
+    if checkpoint_id is None:
+        sql += f"(SELECT head_id FROM {THREADS} WHERE id = %s)"
+        params: list[Any] = [thread_id, thread_id]
+    else:
+        pk = Checkpoint._meta.pk
+        assert pk is not None
+        sql += "%s"
+        params = [thread_id, pk.get_db_prep_value(checkpoint_id, connection)]
+    row = orm_cursor.fetch_one(sql, params)
+    if row is None:
+        return None
+    return summary_of(_from_db(row[:-1])), json.loads(row[-1])
+
+
+def _from_db(row: Sequence[Any]) -> list[Any]:
+    """Raw column values as the ORM would return them, on Postgres and SQLite alike."""
+    values = dict(zip(SUMMARY_COLUMNS, row, strict=True))
+    for name in ("next", "metadata"):
+        values[name] = json.loads(values[name])
+    for name in ("id", "parent_id"):
+        value = values[name]
+        values[name] = value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(value)
+    created = values["created_at"]
+    created = parse_datetime(created) if isinstance(created, str) else created
+    if created is not None and created.tzinfo is None:  # SQLite keeps UTC without a zone
+        created = created.replace(tzinfo=UTC)
+    values["created_at"] = created
+    return list(values.values())
+
+
+VALUES = StoredValue._meta.db_table
+CHECKPOINTS = Checkpoint._meta.db_table
+THREADS = Thread._meta.db_table
+
+
+def _step_sql() -> str:
+    """The recursive step: follow one prev link by primary key.
+
+    On Postgres a LATERAL ... LIMIT 1 keeps it an index probe per row: planned as a join,
+    a young table's statistics make a hash join over the whole thread look cheaper, which
+    turns a list read quadratic. SQLite has no LATERAL and always probes the index."""
+    if connection.vendor == "postgresql":
+        return (
+            f"SELECT v.key, v.prev, v.data FROM walk w CROSS JOIN LATERAL"
+            f" (SELECT key, prev, data FROM {VALUES} WHERE thread_id = %s AND key = w.prev LIMIT 1) v"
+        )
+    return f"SELECT v.key, v.prev, v.data FROM walk w JOIN {VALUES} v ON v.thread_id = %s AND v.key = w.prev"
+
+
+def summary_of(row: Sequence[Any]) -> CheckpointSummary:
+    """A CheckpointSummary from a values_list(*SUMMARY_COLUMNS) row."""
+    data = dict(zip(SUMMARY_COLUMNS, row, strict=True))
+    data["id"] = str(data["id"])
+    data["parent_id"] = str(data["parent_id"]) if data["parent_id"] else None
+    data["source"] = CheckpointSource(data["source"])
+    data["next"] = list(data["next"])
+    data["digest"] = bytes(data["digest"]).hex()
+    return CheckpointSummary(**data)

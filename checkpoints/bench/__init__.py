@@ -1,0 +1,1 @@
+"""The checkpoint store benchmark (`manage.py bench_checkpoints`): workload, database, measures."""

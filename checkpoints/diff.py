@@ -1,0 +1,74 @@
+"""Readable differences between two states: what was added, removed or changed, and where."""
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from deepdiff import DeepDiff
+
+_KINDS = {
+    "dictionary_item_added": "added",
+    "iterable_item_added": "added",
+    "dictionary_item_removed": "removed",
+    "iterable_item_removed": "removed",
+    "values_changed": "changed",
+    "type_changes": "changed",
+}
+_ROOT = re.compile(r"^root")
+_KEY = re.compile(r"\['([^']*)'\]")
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    """added | removed | changed"""
+    path: str
+    """Like messages[3].content"""
+    old: Any = None
+    new: Any = None
+
+    @property
+    def old_text(self) -> str:
+        return _text(self.old)
+
+    @property
+    def new_text(self) -> str:
+        return _text(self.new)
+
+
+def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    """List the changes from old to new, in path order."""
+    report = DeepDiff(old, new, verbose_level=2, view="text")
+    changes = []
+    for key, kind in _KINDS.items():
+        for path, detail in report.get(key, {}).items():
+            changes.append(_change(kind, _path(path), detail))
+    return sorted(changes, key=lambda c: _sort_key(c.path))
+
+
+def _change(kind: str, path: str, detail: Any) -> Change:
+    if kind == "changed":
+        return Change(kind, path, detail.get("old_value"), detail.get("new_value"))
+    return Change(kind, path, None, detail) if kind == "added" else Change(kind, path, detail, None)
+
+
+def _path(deepdiff_path: str) -> str:
+    return _KEY.sub(r".\1", _ROOT.sub("", deepdiff_path)).lstrip(".")
+
+
+def _sort_key(path: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", path) if p]
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return (
+        value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    )
+
+
+def summary(changes: list[Change]) -> dict[str, Any]:
+    """A compact, JSON-ready form for the audit ledger."""
+    return {"changes": [{"kind": c.kind, "path": c.path, "old": c.old, "new": c.new} for c in changes][:200]}

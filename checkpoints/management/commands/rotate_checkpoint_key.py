@@ -1,0 +1,25 @@
+"""Re-encrypt everything stored with the first CHECKPOINT_ENCRYPTION_KEY."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from checkpoints.backends import get_backend
+from checkpoints.storage.crypto import current_sealer
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-encrypt every stored value, pending write and store item with the first key of "
+        "CHECKPOINT_ENCRYPTION_KEY (encrypting what was stored before a key was set). Rotate by "
+        "putting a new key first, running this, then removing the old key."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--batch-size", type=int, default=500)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not current_sealer().encrypts:
+            raise CommandError("CHECKPOINT_ENCRYPTION_KEY is not set: there is no key to encrypt with.")
+        rewritten = get_backend().reseal(batch_size=options["batch_size"])
+        self.stdout.write(f"Re-encrypted {rewritten} rows with the first key.")

@@ -1,0 +1,55 @@
+"""The storage commands: key rotation and the benchmark."""
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from checkpoints.backends import get_backend
+from checkpoints.models import StoredValue
+from checkpoints.tests.helpers import THREAD, conversation
+
+
+@pytest.mark.django_db
+def test_rotate_checkpoint_key_encrypts_everything_with_the_first_key(settings: Any) -> None:
+    head = conversation(get_backend(), items=3, size=50)[-1]
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    out = StringIO()
+
+    call_command("rotate_checkpoint_key", stdout=out)
+
+    assert "Re-encrypted 3 rows" in out.getvalue()
+    assert all(d.startswith("gAAAA") for d in StoredValue.objects.values_list("data", flat=True))
+    assert get_backend().get(thread_id=THREAD).values == head.values
+
+
+@pytest.mark.django_db
+def test_rotate_checkpoint_key_without_a_key_says_so() -> None:
+    with pytest.raises(CommandError, match="CHECKPOINT_ENCRYPTION_KEY"):
+        call_command("rotate_checkpoint_key", stdout=StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_checkpoints_reports_every_figure_as_json(django_db_blocker: Any) -> None:
+    out = StringIO()
+
+    call_command(
+        "bench_checkpoints", "--turns", "3", "--threads", "1", "--history-size", "60", "--raw-rows", "10",
+        "--database", "test_gatehouse_bench_cmd", "--json", stdout=out,
+    )  # fmt: skip
+
+    result = json.loads(out.getvalue())
+    assert result["checkpoints"] == 1 + 3 + 2  # the input, three model steps, two tool steps
+    for key in (
+        "checkpoints_per_s",
+        "write_ms_p50",
+        "write_ms_p99",
+        "head_load_ms_p50",
+        "history_page_ms_p50",
+    ):
+        assert result[key] > 0
+    assert result["storage_ratio"] > 0 and result["raw_insert_per_s"] > 0

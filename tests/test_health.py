@@ -1,0 +1,43 @@
+import json
+import subprocess
+import time
+
+import pytest
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from tests.live import free_port, http_get
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_reports_database_redis_and_workers(
+    live_server_url: str, celery_worker: subprocess.Popen[bytes]
+) -> None:
+    status, body = http_get(f"{live_server_url}/healthz")
+    health = json.loads(body)
+
+    assert status == 200, health
+    assert health["ok"] is True
+    assert health["database"]["ok"] is True
+    assert health["database"]["vendor"] in {"postgresql", "sqlite"}
+    assert health["redis"]["ok"] is True
+    assert health["celery"]["workers"] >= 1
+
+
+@pytest.mark.django_db
+def test_healthz_is_503_quickly_when_redis_is_down(client: Client, settings: Settings) -> None:
+    settings.REDIS_URL = f"redis://:secret@127.0.0.1:{free_port()}/0"  # nothing listens there
+
+    started = time.monotonic()
+    response = client.get("/healthz")
+    elapsed = time.monotonic() - started
+
+    health = response.json()
+    assert response.status_code == 503
+    assert health["ok"] is False
+    assert health["database"]["ok"] is True
+    assert health["redis"]["ok"] is False
+    assert "error" in health["redis"]
+    assert "secret" not in health["redis"]["url"]
+    assert health["celery"] == {"ok": False, "workers": 0}
+    assert elapsed < 2.5

@@ -1,0 +1,33 @@
+"""The load benchmark at CI size: every thread reaches its gate and completes after its API
+decision, none is lost and no side effect is duplicated. (`make bench` runs it with 500 threads
+and 4 workers and reports the rates; here only correctness is checked, never a duration.)"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+
+def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "manage.py", "bench_load", "--threads", "40", "--workers", "2"]
+    database = f"{Path(connection.settings_dict['NAME']).stem}_load"  # beside this run's test database
+    command += ["--json", "--private-redis", "--database", database, "--timeout", "240"]
+
+    done = subprocess.run(
+        command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=420
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (report["all_at_gate"], report["all_done"]) == (True, True)
+    assert report["decisions_via_api"] == 40
+    assert (report["lost_threads"], report["failed_threads"], report["duplicated_side_effects"]) == (0, 0, 0)
+    assert report["refunds"] == 40
