@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.examples.models import Refund
+from approvals.models import AuditEvent
 from tests.factories import Api, api_for, make_user
 from tests.live import wait_for
 
@@ -93,5 +94,8 @@ def test_an_import_recreates_the_tree_and_asks_open_gates_afresh(api: Api) -> No
     assert approval["args"] == {"order_id": "ORD-1002", "amount_cents": 12999}
     steps = [c["step"] for c in api.get("/threads/imported-1/history").json()]
     assert steps == [3, 2, 1, 0]
+    [event] = AuditEvent.objects.filter(action="thread.import")
+    assert (event.thread_id, event.data["imported_from"]) == ("imported-1", thread_id)
     assert api.post("/imports?thread_id=imported-1", document).status_code == 409
     assert api.post("/imports", {"format": "nope"}).status_code == 400
+    assert AuditEvent.objects.filter(action="thread.import").count() == 1

@@ -3,6 +3,7 @@ a production trace becomes a reproducible test case."""
 
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -11,6 +12,7 @@ from agents.actions import InvalidInput, check_state, do_record_decision
 from agents.graph import Agent
 from agents.registry import UnknownAgent, registry
 from agents.runtime import GATES_KEY, decisions_at
+from approvals.actions.audit import do_audit
 from approvals.actions.decisions import STATUS_FOR
 from approvals.models import ApprovalRequest
 from checkpoints.backends import get_backend
@@ -108,9 +110,12 @@ def check_import(document: Any) -> dict[str, Any]:
     return document
 
 
-def do_import_thread(document: dict[str, Any], *, thread_id: str | None, actor: str) -> ThreadData:
+def do_import_thread(
+    document: dict[str, Any], *, thread_id: str | None, user: AbstractBaseUser | AnonymousUser | None
+) -> ThreadData:
     """Recreate an exported thread (checkpoints as a tree, decisions as writes). An active thread
-    arrives paused, or waiting when its head has open gates (asked afresh here)."""
+    arrives paused, or waiting when its head has open gates (asked afresh here). Audited as
+    `user` (None: the command line)."""
     agent = registry.get(document["thread"]["agent"])
     ordered = _parents_first(document["checkpoints"], head=document["thread"]["head"])
     backend = get_backend()
@@ -135,7 +140,15 @@ def do_import_thread(document: dict[str, Any], *, thread_id: str | None, actor: 
             mapped[c["id"]] = written.id
         _import_decisions(document, thread_id=new_id, mapped=mapped)
         _settle(new_id, agent=agent, exported_status=document["thread"]["status"])
-    return backend.get_thread(thread_id=new_id)
+        thread = backend.get_thread(thread_id=new_id)
+        do_audit(
+            actor=user,
+            action="thread.import",
+            thread_id=new_id,
+            checkpoint_id=thread.head_id or "",
+            data={"imported_from": document["thread"]["id"], "checkpoints": len(ordered)},
+        )
+    return thread
 
 
 def _parents_first(checkpoints: list[dict[str, Any]], *, head: str) -> list[dict[str, Any]]:

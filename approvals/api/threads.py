@@ -197,7 +197,7 @@ def import_thread(
         return Status(403, {"detail": "Only operators and admins may import threads."})
     try:
         document = check_import(body)
-        thread = do_import_thread(document, thread_id=thread_id, actor=f"user:{request.user.get_username()}")
+        thread = do_import_thread(document, thread_id=thread_id, user=request.user)
     except InvalidExport as exc:
         return Status(400, {"detail": str(exc)})
     except ThreadExists as exc:

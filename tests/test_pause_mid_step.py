@@ -1,0 +1,54 @@
+"""Pause takes effect between steps, never mid-step: a step in flight when an operator pauses
+commits its work and the thread then holds; resume continues from that head.
+
+A real worker with a slow offline model (the step is in its model call when the pause lands),
+and a lease shorter than the step, so the step only keeps its thread because the heartbeat
+renews the lease."""
+
+from collections.abc import Iterator
+
+import pytest
+from pytest_django.fixtures import Settings
+
+from agents.actions import do_pause, do_resume
+from checkpoints.models import Checkpoint, Thread
+from tests.live import LiveServices, Workers, other_workers_paused, reach, start_thread, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+SLOW_STEP = {"THREAD_LEASE_S": "1", "RECONCILE_INTERVAL_S": "1", "OFFLINE_MODEL_DELAY_MS": "2500"}
+
+
+@pytest.fixture
+def workers(live_services: LiveServices, settings: Settings) -> Iterator[Workers]:
+    settings.RECONCILE_INTERVAL_S = 1
+    with other_workers_paused():
+        started = Workers(live_services)
+        yield started
+        started.stop_all()
+
+
+def steps(thread_id: str) -> int:
+    return Checkpoint.objects.filter(thread_id=thread_id).count()
+
+
+def test_a_pause_during_a_step_lets_it_commit_then_holds_until_resumed(workers: Workers) -> None:
+    workers.start("slow", SLOW_STEP)
+    thread_id = start_thread("Please refund order ORD-1001")
+    wait_for(lambda: Thread.objects.get(pk=thread_id).lease_owner != "", timeout=20, message="the first step")
+
+    paused = do_pause(thread_id, actor="user:tests")
+
+    assert paused.status == "paused"  # at once, although a step is running
+    assert steps(thread_id) == 1
+    # The step in flight outlives its 1 s lease (the heartbeat keeps it), then commits.
+    wait_for(lambda: steps(thread_id) == 2, timeout=20, message="the step in flight to commit")
+    reach(thread_id, "paused", timeout=5)  # the reconciler finds nothing to re-run
+    wait_for(lambda: Thread.objects.get(pk=thread_id).lease_owner == "", timeout=5)
+    assert steps(thread_id) == 2  # and nothing ran after it
+    assert Thread.objects.get(pk=thread_id).status == "paused"
+
+    do_resume(thread_id, actor="user:tests")
+
+    reach(thread_id, "waiting", timeout=30)
+    assert [c.step for c in Checkpoint.objects.filter(thread_id=thread_id).order_by("step")] == [0, 1, 2, 3]
