@@ -29,9 +29,8 @@ class CheckpointSource(models.TextChoices):
 
 class Thread(models.Model):
     id = models.CharField(primary_key=True, max_length=100)
-    # Every checkpoint write updates this row, and each index is one more write: the
-    # (agent, -created_at) index below serves lookups by agent, and no query looks up
-    # threads by head (a head is never deleted: delete_thread clears it, pruning keeps it).
+    # No query looks up threads by head (a head is never deleted: delete_thread clears it,
+    # pruning keeps it), so it has no index.
     agent = models.CharField(max_length=100)
     status = models.CharField(max_length=16, choices=ThreadStatus, default=ThreadStatus.RUNNING)
     head = models.ForeignKey(
@@ -48,9 +47,12 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # The thread list's orders and filters (approvals.thread_selectors; bench_threads). Each
+        # index costs every checkpoint write a little: the head move updates this row.
         indexes = [
+            models.Index(fields=["-updated_at", "id"], name="thread_recent"),
             models.Index(fields=["status", "updated_at"]),
-            models.Index(fields=["agent", "-created_at"]),
+            models.Index(fields=["agent", "status", "-updated_at"], name="thread_agent_status"),
         ]
 
     def __str__(self) -> str:

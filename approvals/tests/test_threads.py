@@ -196,10 +196,13 @@ def test_the_api_lists_history_and_diffs_two_checkpoints() -> None:
 def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     olga = make_user("olga", "operator")
     make_gate()
-    make_gate(
+    email = make_gate(
         agent="outreach", action="send_email", args={"to": "bob@example.com", "subject": "Hi", "body": "Yo"}
     )
     client = api(olga)
+
+    by_id = client.get("/api/threads", {"q": email.thread_id[-6:].upper()}).json()
+    assert [t["id"] for t in by_id] == [email.thread_id]
 
     assert [t["agent"] for t in client.get("/api/threads", {"agent": "outreach"}).json()] == ["outreach"]
     assert len(client.get("/api/threads", {"status": "waiting"}).json()) == 2

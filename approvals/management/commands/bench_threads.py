@@ -1,7 +1,8 @@
 """Benchmark the thread list at scale: `manage.py bench_threads --threads 100000 --json`.
 
-Creates N synthetic threads (ids prefixed bench-), times the list queries the Threads page and
-GET /api/threads run (first page of 50 plus the paginator's count), then deletes them.
+Creates N synthetic threads (ids prefixed bench-, one stored message each), times the list
+queries the Threads page and GET /api/threads run (first page of 50 plus the paginator's
+count), then deletes them.
 """
 
 import json
@@ -17,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from approvals.thread_selectors import ThreadFilters, filtered_threads
-from checkpoints.models import Thread, ThreadStatus
+from checkpoints.models import StoredValue, Thread, ThreadStatus
 
 PREFIX = "bench-"
 BATCH = 5000
@@ -60,6 +61,26 @@ def _create(n: int) -> None:
             )
             for i in range(start, min(n, start + BATCH))
         )
+    # One stored message per thread, so text search has a conversation to look through: one
+    # thread in a hundred mentions a damaged parcel.
+    words = ["refund", "order", "late", "invoice", "address", "email", "launch", "discount"]
+    for start in range(0, n, BATCH):
+        StoredValue.objects.bulk_create(
+            StoredValue(
+                thread_id=f"{PREFIX}{i:07d}",
+                key=rng.randbytes(16),
+                run=0,  # the first item of the thread's message list
+                depth=0,
+                data=json.dumps(
+                    {
+                        "role": "user",
+                        "content": " ".join(rng.choices(words, k=40))
+                        + (" the parcel arrived damaged" if i % 100 == 7 else ""),
+                    }
+                ),
+            )
+            for i in range(start, min(n, start + BATCH))
+        )
     # Spread activity over 90 days (auto_now fields were set to now on insert).
     spread = {
         "postgresql": "now() - random() * interval '90 days'",
@@ -88,6 +109,7 @@ def _queries() -> dict[str, Callable[[], Any]]:
         "agent_and_status": page(agent="refunds", status="failed"),
         "last_7_days": page(created_after=week_ago),
         "search_id": page(q="0042"),
+        "search_text": page(q="parcel arrived damaged"),
     }
 
 
