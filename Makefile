@@ -55,12 +55,12 @@ fmt: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Benchmarks print JSON with figures as ratios to this machine's limits (see the README).
 bench: venv
-	@if $(MANAGE) help bench_checkpoints >/dev/null 2>&1; then \
-		$(MANAGE) bench_checkpoints --json; \
-	else \
-		echo "No benchmarks yet (manage.py bench_checkpoints does not exist)."; \
-	fi
+	$(MANAGE) migrate --noinput -v0
+	$(MANAGE) bench_checkpoints --turns 50 --json
+	$(MANAGE) bench_checkpoints --turns 200 --json
+	$(MANAGE) bench_threads --threads 100000 --json
 	$(MANAGE) bench_load --threads 500 --workers 4 --json
 
 # README screenshots, taken against live services (tests/screenshots.py is not part of `make test`).
