@@ -23,7 +23,7 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from config import embedded_redis
-from tests.live import LiveServices, free_port, live_env, log_dir, tail
+from tests.live import LiveServices, Workers, free_port, live_env, log_dir, other_workers_paused, tail
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +81,13 @@ def celery_worker(live_services: LiveServices) -> Iterator[subprocess.Popen[byte
     worker = live_services.start_worker("test-1")
     yield worker
     live_services.stop(worker)
+
+
+@pytest.fixture
+def workers(live_services: LiveServices, settings: Any) -> Iterator[Workers]:
+    """Workers a fault test starts itself, with every other worker's consumer paused meanwhile."""
+    settings.RECONCILE_INTERVAL_S = 1  # the reconciler this process runs treats 1 s of quiet as lost
+    with other_workers_paused():
+        started = Workers(live_services)
+        yield started
+        started.stop_all()

@@ -10,17 +10,14 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
-from pytest_django.fixtures import Settings
 
 from approvals.actions.tokens import do_create_token
 from checkpoints.models import Thread
 from tests.factories import make_user
 from tests.live import (
-    LiveServices,
     Workers,
     free_port,
     history_is_one_chain,
-    other_workers_paused,
     reach,
     start_thread,
     wait_for,
@@ -29,15 +26,6 @@ from tests.live import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 APP_NAME = "gatehouse-fault-db"
-
-
-@pytest.fixture
-def workers(live_services: LiveServices, settings: Settings) -> Iterator[Workers]:
-    settings.RECONCILE_INTERVAL_S = 1
-    with other_workers_paused():
-        started = Workers(live_services)
-        yield started
-        started.stop_all()
 
 
 def terminate_backends(application_name: str) -> int:

@@ -16,12 +16,10 @@ from agents.examples.models import Refund
 from agents.tasks import advance_thread_task, reconcile_threads_task
 from checkpoints.models import Checkpoint, Thread
 from tests.live import (
-    LiveServices,
     ModelServer,
     Workers,
     approve_pending,
     history_is_one_chain,
-    other_workers_paused,
     reach,
     start_thread,
     thread_status,
@@ -31,15 +29,6 @@ from tests.live import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAST = {"THREAD_LEASE_S": "4", "RECONCILE_INTERVAL_S": "1"}
-
-
-@pytest.fixture
-def workers(live_services: LiveServices, settings: Settings) -> Iterator[Workers]:
-    settings.RECONCILE_INTERVAL_S = 1
-    with other_workers_paused():
-        started = Workers(live_services)
-        yield started
-        started.stop_all()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.utils import timezone
-from pytest_django.fixtures import Settings
 
 from agents.examples.models import Refund
 from approvals.models import ApprovalRequest
@@ -30,7 +29,6 @@ from tests.live import (
     Workers,
     approve_pending,
     history_is_one_chain,
-    other_workers_paused,
     pool_children,
     reach,
     start_thread,
@@ -42,15 +40,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 LEASE_S = 4
 FAST = {"THREAD_LEASE_S": str(LEASE_S), "RECONCILE_INTERVAL_S": "1"}
 SLOW = {**FAST, "OFFLINE_MODEL_DELAY_MS": "2500"}
-
-
-@pytest.fixture
-def workers(live_services: LiveServices, settings: Settings) -> Iterator[Workers]:
-    settings.RECONCILE_INTERVAL_S = 1  # the reconciler this process runs treats 1 s of quiet as lost
-    with other_workers_paused():
-        started = Workers(live_services)
-        yield started
-        started.stop_all()
 
 
 def holding_lease(thread_id: str, *, head_source: str) -> bool:

@@ -5,27 +5,15 @@ A real worker with a slow offline model (the step is in its model call when the 
 and a lease shorter than the step, so the step only keeps its thread because the heartbeat
 renews the lease."""
 
-from collections.abc import Iterator
-
 import pytest
-from pytest_django.fixtures import Settings
 
 from agents.actions import do_pause, do_resume
 from checkpoints.models import Checkpoint, Thread
-from tests.live import LiveServices, Workers, other_workers_paused, reach, start_thread, wait_for
+from tests.live import Workers, reach, start_thread, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SLOW_STEP = {"THREAD_LEASE_S": "1", "RECONCILE_INTERVAL_S": "1", "OFFLINE_MODEL_DELAY_MS": "2500"}
-
-
-@pytest.fixture
-def workers(live_services: LiveServices, settings: Settings) -> Iterator[Workers]:
-    settings.RECONCILE_INTERVAL_S = 1
-    with other_workers_paused():
-        started = Workers(live_services)
-        yield started
-        started.stop_all()
 
 
 def steps(thread_id: str) -> int:
