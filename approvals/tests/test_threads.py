@@ -207,6 +207,8 @@ def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     assert [t["agent"] for t in client.get("/api/threads", {"agent": "outreach"}).json()] == ["outreach"]
     assert len(client.get("/api/threads", {"status": "waiting"}).json()) == 2
     assert len(client.get("/api/threads", {"q": "ORD-1001"}).json()) == 2
+    assert len(client.get("/api/threads", {"q": "refund ord-1001"}).json()) == 2  # words, any order
+    assert client.get("/api/threads", {"q": "refund bob@example.com"}).json() == []
     assert client.get("/api/threads", {"q": "no such text"}).json() == []
 
 

@@ -109,7 +109,8 @@ def _queries() -> dict[str, Callable[[], Any]]:
         "agent_and_status": page(agent="refunds", status="failed"),
         "last_7_days": page(created_after=week_ago),
         "search_id": page(q="0042"),
-        "search_text": page(q="parcel arrived damaged"),
+        "search_text": page(q="parcel arrived damaged"),  # 1 thread in 100
+        "search_common_word": page(q="invoice"),  # nearly every thread: the worst case
     }
 
 
