@@ -11,6 +11,8 @@ from agents.state import State, new_message_id
 from agents.tools import Decision, Tool, ToolArgumentsError, ToolContext
 
 REJECTED_PREFIX = "Rejected by a human reviewer: "
+EXPIRED_PREFIX = "Rejected automatically, no reviewer decided in time: "
+"""What the model reads for a rejected call: a person's reason, or a gate's expiry reason."""
 TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
 QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -113,7 +115,8 @@ class ToolAgent(Agent):
                 raise RuntimeError(f"tool call {call['id']} ran without a decision")
             kind = decision["decision"]
             if kind == Decision.REJECT:
-                return REJECTED_PREFIX + (decision.get("message") or "no reason given"), None
+                prefix = EXPIRED_PREFIX if decision.get("expired") else REJECTED_PREFIX
+                return prefix + (decision.get("message") or "no reason given"), None
             if kind == Decision.RESPOND:
                 return decision.get("message") or "", None
             if kind == Decision.EDIT:

@@ -13,9 +13,11 @@ from typing import Any
 
 Message = dict[str, Any]
 
-# Mirrors agents.prebuilt.REJECTED_PREFIX (a test keeps them equal); importing it would pull
-# the openai client into this pure module.
+# Mirror agents.prebuilt's prefixes (a test keeps them equal); importing them would pull the
+# openai client into this pure module.
 REJECTED_PREFIX = "Rejected by a human reviewer: "
+EXPIRED_PREFIX = "Rejected automatically, no reviewer decided in time: "
+REJECTIONS = (REJECTED_PREFIX, EXPIRED_PREFIX)
 ERROR_PREFIX = "Error:"
 ASK_ORDER = "I can help with a refund. Which order is it? Please give the order number, like ORD-1001."
 ASK_RECIPIENT = (
@@ -123,7 +125,7 @@ def refund_outcome(call: Call, content: str | None) -> str:
         issued_for = result.get("order_id") or order_id
         refund_id = result.get("refund_id") or "without an id"
         return f"Refund of {dollars(cents)} issued for order {issued_for} (refund {refund_id})."
-    if content.startswith(REJECTED_PREFIX):
+    if content.startswith(REJECTIONS):
         return sentence(f"I did not issue the refund for order {order_id}: {rejection_reason(content)}")
     if content.startswith(ERROR_PREFIX):
         return sentence(f"I could not issue the refund for order {order_id}: {error_text(content)}")
@@ -209,7 +211,7 @@ def email_outcome(call: Call, content: str | None) -> str:
         to = result.get("to") or call.args.get("to")
         subject = result.get("subject") or call.args.get("subject")
         return f'Sent the email to {to} with subject "{subject}".'
-    if content.startswith(REJECTED_PREFIX):
+    if content.startswith(REJECTIONS):
         return sentence(f"I did not send the email: {rejection_reason(content)}")
     if content.startswith(ERROR_PREFIX):
         return sentence(f"I could not send the email: {error_text(content)}")
@@ -326,8 +328,9 @@ def is_int(value: Any) -> bool:
 
 
 def rejection_reason(content: str) -> str:
-    """Return the reviewer's reason after the rejection prefix."""
-    return content[len(REJECTED_PREFIX) :].strip() or "no reason given"
+    """Return the reason after the rejection prefix: the reviewer's, or the expired gate's."""
+    prefix = next(p for p in REJECTIONS if content.startswith(p))
+    return content[len(prefix) :].strip() or "no reason given"
 
 
 def error_text(content: str) -> str:

@@ -149,6 +149,15 @@ def test_refunds_reports_rejections_responses_and_errors_one_sentence_each() -> 
     )
 
 
+def test_refunds_reports_an_expired_gate_with_its_reason() -> None:
+    history, proposal = refund_until_proposal("Refund ORD-1001", [ORDER_1001])
+    expired = rules.EXPIRED_PREFIX + "No reviewer decided within 1 hour."
+    history.append(tool_result(proposal["tool_calls"][0], expired))
+    assert step(history, REFUND_TOOLS)["content"] == (
+        "I did not issue the refund for order ORD-1001: No reviewer decided within 1 hour."
+    )
+
+
 def test_refunds_starts_over_after_a_new_user_message() -> None:
     history, proposal = refund_until_proposal("Refund ORD-1001", [ORDER_1001])
     history.append(tool_result(proposal["tool_calls"][0], "Rejected by a human reviewer: no"))
@@ -157,10 +166,10 @@ def test_refunds_starts_over_after_a_new_user_message() -> None:
     assert args_of(step(history, REFUND_TOOLS)) == [("lookup_order", {"order_id": "ORD-1002"})]
 
 
-def test_rejected_prefix_matches_the_tool_agent() -> None:
-    from agents.prebuilt import REJECTED_PREFIX
+def test_rejection_prefixes_match_the_tool_agent() -> None:
+    from agents.prebuilt import EXPIRED_PREFIX, REJECTED_PREFIX
 
-    assert rules.REJECTED_PREFIX == REJECTED_PREFIX
+    assert (rules.REJECTED_PREFIX, rules.EXPIRED_PREFIX) == (REJECTED_PREFIX, EXPIRED_PREFIX)
 
 
 # --- rules: outreach --------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from agents import llm
 from agents.examples.models import Refund
 from agents.graph import Gate, Step, StepContext
-from agents.prebuilt import REJECTED_PREFIX, ToolAgent
+from agents.prebuilt import EXPIRED_PREFIX, REJECTED_PREFIX, ToolAgent
 from agents.registry import registry
 from agents.runtime import RESULT_PREFIX, _run_once, run_step
 from agents.state import State, add_messages
@@ -274,6 +274,17 @@ def test_reject_does_not_run_the_tool(harness: Harness) -> None:
 
     assert harness.refunds == []
     assert tool_results(step)["call_refund"] == REJECTED_PREFIX + "Order is outside the refund window."
+
+
+def test_an_expired_gate_tells_the_model_nobody_decided_not_that_a_person_rejected(
+    harness: Harness,
+) -> None:
+    decision = {"decision": "reject", "message": "No reviewer decided within 1 hour.", "expired": True}
+
+    step = harness.agent.run_tools(state_after(refund_call()), context({"call_refund": decision}))
+
+    assert harness.refunds == []
+    assert tool_results(step)["call_refund"] == EXPIRED_PREFIX + "No reviewer decided within 1 hour."
 
 
 def test_reject_without_a_reason_says_so(harness: Harness) -> None:
