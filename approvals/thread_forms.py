@@ -16,7 +16,7 @@ class ThreadFilterForm(forms.Form):
         required=False,
         max_length=200,
         label="Search",
-        widget=forms.TextInput(attrs={"placeholder": "Thread id or text in the conversation"}),
+        widget=forms.TextInput(attrs={"placeholder": "Thread id or words in messages"}),
     )
     agent = forms.ChoiceField(required=False)
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *ThreadStatus.choices])
