@@ -60,9 +60,16 @@ def api_for(user: User, base_url: str) -> Api:
 
 
 def make_gate(
-    *, agent: str = "refunds", action: str = "issue_refund", args: dict[str, Any] | None = None
+    *,
+    agent: str = "refunds",
+    action: str = "issue_refund",
+    args: dict[str, Any] | None = None,
+    user_input: str = "Please refund order ORD-1001",
+    model_text: str | None = None,
+    description: str = "",
 ) -> ApprovalRequest:
-    """A thread waiting at a gate, built through the real backend and gate signal (no worker)."""
+    """A thread waiting at a gate, built through the real backend and gate signal (no worker):
+    the user's input, then the model's message (`model_text`, if any) calling `action`."""
     from agents.graph import Gate
     from agents.registry import registry
     from agents.signals import gates_opened
@@ -79,8 +86,8 @@ def make_gate(
         "type": "function",
         "function": {"name": action, "arguments": json.dumps(args)},
     }
-    first_values = definition.initial_values("Please refund order ORD-1001")
-    assistant = {"id": "msg_a", "role": "assistant", "content": None, "tool_calls": [call]}
+    first_values = definition.initial_values(user_input)
+    assistant = {"id": "msg_a", "role": "assistant", "content": model_text, "tool_calls": [call]}
     values = {**first_values, "messages": [*first_values["messages"], assistant]}
     backend = get_backend()
     thread, first = backend.create_thread(
@@ -107,6 +114,6 @@ def make_gate(
         thread_id=thread.id,
         agent=agent,
         checkpoint=gate,
-        gates=[Gate(key=call_id, action=action, args=args, approval=tool.approval)],
+        gates=[Gate(key=call_id, action=action, args=args, approval=tool.approval, description=description)],
     )
     return ApprovalRequest.objects.get(checkpoint_id=gate.id)

@@ -2,24 +2,19 @@
 every page (inbox, decision, thread, checkpoint, diff, threads list, ledger, Django admin);
 markdown descriptions go through the sanitizer."""
 
-import json
 from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from agents.graph import Gate
-from agents.registry import registry
-from agents.signals import gates_opened
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.threads import do_edit_state
 from approvals.markdown import render_markdown
 from approvals.models import ApprovalRequest, AuditEvent
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import NewCheckpoint
-from checkpoints.models import CheckpointSource, ThreadStatus
-from tests.factories import make_user
+from checkpoints.models import ThreadStatus
+from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -69,47 +64,12 @@ def hostile(settings: Any) -> ApprovalRequest:
     """A refunds thread whose user input, model output and tool arguments all carry the payload,
     decided with a hostile reason, then edited by an operator with hostile state."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    agent = registry.get("refunds")
-    tool = agent.tool("issue_refund")  # type: ignore[attr-defined]
-    args = {"order_id": PAYLOAD, "amount_cents": 100}
-    call = {
-        "id": "call_x",
-        "type": "function",
-        "function": {"name": "issue_refund", "arguments": json.dumps(args)},
-    }
-    first = agent.initial_values(f"Please refund order ORD-1001 {PAYLOAD}")
-    model = {"id": "m1", "role": "assistant", "content": f"Sure! {PAYLOAD}", "tool_calls": [call]}
-    values = {**first, "messages": [*first["messages"], model]}
-    backend = get_backend()
-    thread, start = backend.create_thread(
-        thread_id="refunds-hostile",
-        agent="refunds",
-        status=ThreadStatus.RUNNING,
-        first=NewCheckpoint(values=first, source=CheckpointSource.INPUT, next=["model"]),
+    return make_gate(
+        args={"order_id": PAYLOAD, "amount_cents": 100},
+        user_input=f"Please refund order ORD-1001 {PAYLOAD}",
+        model_text=f"Sure! {PAYLOAD}",
+        description=PAYLOAD,
     )
-    gate = backend.put(
-        thread_id=thread.id,
-        parent_id=start.id,
-        expected_head=start.id,
-        status=ThreadStatus.WAITING,
-        checkpoint=NewCheckpoint(
-            values=values,
-            source=CheckpointSource.STEP,
-            next=["tools"],
-            node="model",
-            metadata={"gates": ["call_x"]},
-        ),
-    )
-    gates_opened.send(
-        sender=None,
-        thread_id=thread.id,
-        agent="refunds",
-        checkpoint=gate,
-        gates=[
-            Gate(key="call_x", action="issue_refund", args=args, approval=tool.approval, description=PAYLOAD)
-        ],
-    )
-    return ApprovalRequest.objects.get(thread_id=thread.id)
 
 
 def admin() -> Client:
