@@ -38,5 +38,6 @@ def sweep_names() -> set[str]:
 
 @after_setup_logger.connect
 def _quiet_sweeps(logger: logging.Logger, **kwargs: Any) -> None:
+    quiet = QuietSweeps(sweep_names())
     for handler in logger.handlers:
-        handler.addFilter(QuietSweeps(sweep_names()))
+        handler.addFilter(quiet)

@@ -50,11 +50,10 @@ def test_beat_auto_rejects_an_expired_request_and_the_agent_reads_the_reason(
 
     request_.refresh_from_db()
     assert (request_.status, request_.status_reason) == ("expired", reason)
-    tool_results = [
-        m["content"] for m in get_backend().get(thread_id=thread.id).values["messages"] if m["role"] == "tool"
-    ]
+    messages = get_backend().get(thread_id=thread.id).values["messages"]
+    tool_results = [m["content"] for m in messages if m["role"] == "tool"]
     assert tool_results[-1] == f"Rejected automatically, no reviewer decided in time: {reason}"
-    assert get_backend().get(thread_id=thread.id).values["messages"][-1]["content"].endswith(reason)
+    assert messages[-1]["content"].endswith(reason)
     assert Refund.objects.count() == 0
     event = AuditEvent.objects.get(action="expiry.reject")
     assert (event.actor_name, event.approval_ref) == ("system", request_.pk)
