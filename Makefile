@@ -61,7 +61,10 @@ bench: venv
 	$(MANAGE) bench_checkpoints --turns 50 --json
 	$(MANAGE) bench_checkpoints --turns 200 --json
 	$(MANAGE) bench_threads --threads 100000 --json
-	$(MANAGE) bench_load --threads 500 --workers 4 --json
+	$(MANAGE) bench_policies --policies 100 --json
+	$(MANAGE) bench_langgraph --json
+	$(MANAGE) bench_load --threads 1000 --model-delay-ms 2000 --json
+	$(MANAGE) bench_push --sockets 1 50 --gates 20 --json
 
 # README screenshots, taken against live services (tests/screenshots.py is not part of `make test`).
 screenshots: export DATABASE_URL ?= postgres://root@127.0.0.1:5432/gatehouse

@@ -3,10 +3,13 @@
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.state import State, add_messages, new_message_id
-from agents.tools import Approval
+from agents.tools import Approval, ToolArgumentsError
+
+if TYPE_CHECKING:
+    from agents.gates import HumanDecision
 
 AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
@@ -41,7 +44,7 @@ class StepContext:
 
     thread_id: str
     checkpoint_id: str
-    decisions: dict[str, dict[str, Any]]
+    decisions: "dict[str, HumanDecision]"
     """Human decisions at this checkpoint, by gate key."""
     run_once: Callable[[str, Callable[[], Any]], Any]
     """run_once(key, fn): fn's result, computed at most once per (checkpoint, key)."""
@@ -87,6 +90,35 @@ class Agent:
         operator's edit or a fork, approvals are asked afresh)."""
         return []
 
+    # The agent's say in the gate protocol (agents.gates): what its gated actions are, and how a
+    # reviewer's edit becomes its input. ToolAgent answers from its tools; an adapter for another
+    # framework answers for its own.
+
+    def approval_for(self, action: str) -> Approval | None:
+        """The gate of `action`, if it is gated."""
+        return None
+
+    def approvals(self) -> list[Approval]:
+        """Every gate this agent may open (for the queues it names)."""
+        return []
+
+    def edit_schema(self, action: str) -> dict[str, Any]:
+        """The JSON schema of `action`'s arguments, for a reviewer's edit form ({}: no form)."""
+        return {}
+
+    def validate_edit(self, action: str, args: Any) -> dict[str, Any]:
+        """The edited arguments as `action` will receive them; ToolArgumentsError if it cannot."""
+        raise ToolArgumentsError(action, {"__all__": f"{action!r} cannot be run with edited arguments"})
+
+    def side_effects_after(self, *, origin: dict[str, Any], head: dict[str, Any]) -> list[dict[str, Any]]:
+        """Gated actions that ran between the states `origin` and `head` (a fork from origin may
+        run them again): [{"tool", "arguments", "result"}]."""
+        return []
+
+    def state_errors(self, values: dict[str, Any]) -> dict[str, str]:
+        """Field errors the schema cannot express, for a state a person wrote ({} if none)."""
+        return {}
+
     def input_update(self, text: str) -> dict[str, Any]:
         """Turn a user message into a state update (agents with a messages field append it)."""
         if "messages" in self.state.model_fields:
@@ -104,7 +136,19 @@ class Agent:
             self.state.model_fields["messages"].metadata
         ):
             errors.append("state field 'messages' must be Annotated[list[dict], add_messages]")
+        if isinstance(self.state, type) and issubclass(self.state, State):
+            errors += _upgrade_errors(self.state)
         if self.start not in self.nodes:
             errors.append(f"start node {self.start!r} is not one of its nodes {sorted(self.nodes)}")
         errors += [f"node {n!r} is not callable" for n, fn in self.nodes.items() if not callable(fn)]
         return errors
+
+
+def _upgrade_errors(state: type[State]) -> list[str]:
+    """Every older version must be readable: readers upgrade each checkpoint they load."""
+    version = state.schema_version
+    return [
+        f"state schema_version {version} has no upgrades[{v}] (from version {v} to {v + 1})"
+        for v in range(1, version)
+        if v not in state.upgrades
+    ]

@@ -5,13 +5,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import DatabaseError
+
 from agents import llm
 from agents.graph import Agent, Gate, Step, StepContext
+from agents.messages import message_errors
 from agents.state import State, new_message_id
-from agents.tools import Decision, Tool, ToolArgumentsError, ToolContext
+from agents.tools import Approval, Decision, Tool, ToolArgumentsError, ToolContext
 
 REJECTED_PREFIX = "Rejected by a human reviewer: "
 EXPIRED_PREFIX = "Rejected automatically, no reviewer decided in time: "
+POLICY_PREFIX = "Rejected automatically by policy {policy}: "
 """What the model reads for a rejected call: a person's reason, or a gate's expiry reason."""
 TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
 QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -35,6 +39,43 @@ class ToolAgent(Agent):
 
     def definition_errors(self) -> list[str]:
         return super().definition_errors() + tool_agent_errors(self)
+
+    def approval_for(self, action: str) -> Approval | None:
+        tool = self.tool(action)
+        return tool.approval if tool else None
+
+    def approvals(self) -> list[Approval]:
+        return [t.approval for t in self._tools.values() if t.approval is not None]
+
+    def edit_schema(self, action: str) -> dict[str, Any]:
+        tool = self.tool(action)
+        return tool.args_schema() if tool else {}
+
+    def validate_edit(self, action: str, args: Any) -> dict[str, Any]:
+        tool = self.tool(action)
+        if tool is None:
+            raise ToolArgumentsError(action, {"__all__": f"the tool {action!r} no longer exists"})
+        return tool.validate_args(args if args is not None else {})
+
+    def side_effects_after(self, *, origin: dict[str, Any], head: dict[str, Any]) -> list[dict[str, Any]]:
+        ran_before = {m.get("tool_call_id") for m in origin.get("messages", []) if m.get("role") == "tool"}
+        messages = head.get("messages", [])
+        calls = {c["id"]: c["function"] for m in messages for c in m.get("tool_calls") or []}
+        return [
+            {
+                "tool": calls[m["tool_call_id"]]["name"],
+                "arguments": calls[m["tool_call_id"]].get("arguments", ""),
+                "result": m.get("content", ""),
+            }
+            for m in messages
+            if m.get("role") == "tool"
+            and m.get("tool_call_id") not in ran_before
+            and m.get("tool_call_id") in calls
+            and self.approval_for(calls[m["tool_call_id"]]["name"]) is not None
+        ]
+
+    def state_errors(self, values: dict[str, Any]) -> dict[str, str]:
+        return message_errors(values.get("messages", []))
 
     def call_model(self, state: State, ctx: StepContext) -> Step:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
@@ -72,6 +113,8 @@ class ToolAgent(Agent):
                 continue
             args = llm.parse_arguments(call.arguments)
             args = args if isinstance(args, dict) else {"__raw__": args}
+            if _invalid(tool, args):
+                continue  # no reviewer is asked about a call its own tool refuses; run_tools says why
             gates.append(
                 Gate(
                     key=call.id,
@@ -111,16 +154,19 @@ class ToolAgent(Agent):
         args, edited = llm.parse_arguments(raw_args), None
         if tool.approval is not None:
             decision = ctx.decisions.get(call["id"])
+            if decision is None and (error := _invalid(tool, args)):
+                return f"Error: {error}", None
             if decision is None:
                 raise RuntimeError(f"tool call {call['id']} ran without a decision")
-            kind = decision["decision"]
-            if kind == Decision.REJECT:
-                prefix = EXPIRED_PREFIX if decision.get("expired") else REJECTED_PREFIX
-                return prefix + (decision.get("message") or "no reason given"), None
-            if kind == Decision.RESPOND:
-                return decision.get("message") or "", None
-            if kind == Decision.EDIT:
-                args = edited = decision["args"]
+            if decision.kind == Decision.REJECT:
+                prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
+                if decision.policy:
+                    prefix = POLICY_PREFIX.format(policy=decision.policy)
+                return prefix + (decision.message or "no reason given"), None
+            if decision.kind == Decision.RESPOND:
+                return decision.message, None
+            if decision.kind == Decision.EDIT:
+                args = edited = decision.args
         context = ToolContext(
             thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, tool_call_id=call["id"]
         )
@@ -128,12 +174,25 @@ class ToolAgent(Agent):
         return result, edited
 
 
+def _invalid(tool: Tool, args: Any) -> str:
+    """Why the tool refuses these arguments ("" when they are valid)."""
+    try:
+        tool.validate_args(args)
+    except ToolArgumentsError as exc:
+        return str(exc)
+    return ""
+
+
 def _invoke(tool: Tool, args: Any, context: ToolContext) -> str:
-    """Run a tool; errors become the result so the model can see them and go on."""
+    """Run a tool; its own errors become the result so the model can see them and go on."""
     try:
         value = tool.invoke(args, context=context)
     except ToolArgumentsError as exc:
         return f"Error: {exc}"
+    except DatabaseError:
+        # A lock timeout, deadlock or serialization failure is the database's, not the tool's:
+        # the transaction is broken and the side effect rolled back, so the step must retry.
+        raise
     except Exception as exc:
         return f"Error: {tool.name} failed: {type(exc).__name__}: {exc}"
     return value if isinstance(value, str) else json.dumps(value)

@@ -4,7 +4,8 @@ agent now behaves differently. Tools are not run: no side effect is repeated."""
 from dataclasses import dataclass
 from typing import Any
 
-from agents.graph import StepContext
+from agents.graph import Agent, StepContext
+from agents.loading import upgraded_values
 from agents.registry import registry
 
 
@@ -46,16 +47,21 @@ def replay(document: dict[str, Any]) -> ReplayReport:
         if checkpoint["node"] != "model" or parent is None:
             continue
         replayed += 1
-        state = agent.state.model_validate(parent["values"])
+        # Both read at the current schema version, as the agent under test sees a stored state.
+        state = agent.state.model_validate(_values(agent, parent))
         ctx = StepContext(thread_id="replay", checkpoint_id=parent["id"], decisions={}, run_once=_no_tools)
         step = agent.nodes["model"](state, ctx)
         got, expected = (
             behaviour(step.update["messages"][-1]),
-            behaviour(checkpoint["values"]["messages"][-1]),
+            behaviour(_values(agent, checkpoint)["messages"][-1]),
         )
         if got != expected:
             divergences.append(Divergence(step=checkpoint["step"], expected=expected, got=got))
     return ReplayReport(agent=agent.name, replayed=replayed, divergences=divergences)
+
+
+def _values(agent: Agent, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    return upgraded_values(agent, checkpoint["values"], schema_version=checkpoint["schema_version"])
 
 
 def _main_line(by_id: dict[str, dict[str, Any]], head: str | None) -> list[dict[str, Any]]:

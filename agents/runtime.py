@@ -6,11 +6,13 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
-from agents import signals
+from agents import gates
+from agents.dispatch import after_commit
 from agents.graph import Agent, Step, StepContext
 from agents.lease import held_lease
+from agents.loading import upgraded_values
 from agents.registry import registry
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint
@@ -18,8 +20,6 @@ from checkpoints.models import CheckpointSource, ThreadStatus
 
 logger = logging.getLogger(__name__)
 
-DECISION_PREFIX = "decision:"
-GATES_KEY = "gates"  # checkpoint metadata: the keys of the gates opened at this checkpoint
 RESULT_PREFIX = "result:"
 
 
@@ -64,11 +64,12 @@ def _run_claimed(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutc
     context = StepContext(
         thread_id=thread_id,
         checkpoint_id=head.id,
-        decisions=decisions_at(thread_id=thread_id, checkpoint_id=head.id),
+        decisions=gates.decisions_at(thread_id=thread_id, checkpoint_id=head.id),
         run_once=partial(_run_once, thread_id, head.id),
     )
     try:
         state = load_state(agent, head)
+        release_connection()
         step = agent.nodes[head.next[0]](state, context)
         # Fold the update into the upgraded state, so a thread stored at an older schema
         # version steps on at the current one.
@@ -87,28 +88,19 @@ def _run_claimed(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutc
 
 
 def load_state(agent: Agent, checkpoint: CheckpointData) -> Any:
-    values = checkpoint.values
-    if checkpoint.schema_version < agent.state.schema_version:
-        values = agent.state.upgrade(values, from_version=checkpoint.schema_version)
+    """The checkpoint's state at the agent's current schema version; raises if it cannot be."""
+    values = upgraded_values(agent, checkpoint.values, schema_version=checkpoint.schema_version)
     return agent.state.model_validate(values)
 
 
-def decisions_at(*, thread_id: str, checkpoint_id: str) -> dict[str, dict[str, Any]]:
-    writes = get_backend().get_writes(thread_id=thread_id, checkpoint_id=checkpoint_id)
-    return {
-        task_id.removeprefix(DECISION_PREFIX): value
-        for task_id, (kind, value) in writes.items()
-        if kind == "decision"
-    }
-
-
 def _next_status(step: Step, *, current: ThreadStatus) -> ThreadStatus:
-    if step.gates:
-        return ThreadStatus.WAITING
-    if step.goto is None:
+    if step.goto is None and not step.gates:
         return ThreadStatus.DONE
-    # An operator's pause holds between steps: the step's work is kept, the next one waits.
-    return ThreadStatus.PAUSED if current == ThreadStatus.PAUSED else ThreadStatus.RUNNING
+    # An operator's pause holds between steps: the step's work is kept (its gates open, so
+    # reviewers can decide them), but nothing runs on, a gated tool included, until resume.
+    if current == ThreadStatus.PAUSED:
+        return ThreadStatus.PAUSED
+    return ThreadStatus.WAITING if step.gates else ThreadStatus.RUNNING
 
 
 def _commit(
@@ -118,6 +110,11 @@ def _commit(
     with transaction.atomic():
         thread = backend.lock_thread(thread_id=head.thread_id)
         if thread.head_id != head.id or thread.status not in (ThreadStatus.RUNNING, ThreadStatus.PAUSED):
+            raise _Superseded
+        # Only the lease's holder commits: a step whose lease lapsed and was taken over (its
+        # heartbeat could not renew it) is dropped even if it finishes first. Handing the lease
+        # off here lets the next step claim it at once instead of finding it busy.
+        if not backend.hand_off(thread_id=head.thread_id, owner=worker):
             raise _Superseded
         status = _next_status(step, current=thread.status)
         written = backend.put(
@@ -131,14 +128,11 @@ def _commit(
                 node=head.next[0],
                 created_by=f"worker:{worker}",
                 schema_version=agent.state.schema_version,
-                metadata={**step.metadata, GATES_KEY: [gate.key for gate in step.gates]},
+                metadata={**step.metadata, **gates.gate_metadata(step.gates)},
             ),
             status=status,
         )
-        if step.gates:
-            signals.gates_opened.send(
-                sender=Agent, thread_id=head.thread_id, agent=agent.name, checkpoint=written, gates=step.gates
-            )
+        gates.open_gates(thread_id=head.thread_id, agent=agent.name, checkpoint=written, gates=step.gates)
         if status == ThreadStatus.RUNNING and written.step >= settings.MAX_STEPS_PER_THREAD:
             status = ThreadStatus.FAILED
             backend.set_status(
@@ -150,33 +144,12 @@ def _commit(
     return written
 
 
-def after_commit(*, thread_id: str, checkpoint_id: str | None, status: ThreadStatus) -> None:
-    """Once the caller's transaction commits: tell listeners, and enqueue the next step if running."""
+def release_connection() -> None:
+    """Give a pooled connection back before the node waits on the model: the wait holds none.
 
-    def notify() -> None:
-        try:
-            signals.thread_changed.send(
-                sender=Agent, thread_id=thread_id, checkpoint_id=checkpoint_id, status=status
-            )
-        except Exception:  # a page missing one refresh must not stop the run
-            logger.exception("could not announce the change of thread %s", thread_id)
-        if status == ThreadStatus.RUNNING and checkpoint_id:
-            enqueue_step(thread_id=thread_id, checkpoint_id=checkpoint_id)
-
-    transaction.on_commit(notify)
-
-
-def enqueue_step(*, thread_id: str, checkpoint_id: str) -> None:
-    """Send the step task. If the broker is unreachable, log it and go on: the commit stands, the
-    thread is `running` in the database, and the reconciler re-enqueues it once Redis is back."""
-    from agents.tasks import advance_thread_task
-
-    try:
-        advance_thread_task.delay(thread_id, checkpoint_id)
-    except Exception as exc:
-        logger.warning(
-            "could not enqueue the next step of thread %s (%s); the reconciler will", thread_id, exc
-        )
+    Without a pool the connection is kept (reopening one costs more than the step's queries)."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 def fail_thread(*, thread_id: str, checkpoint_id: str, error: str) -> None:
@@ -212,11 +185,14 @@ def _run_once(thread_id: str, checkpoint_id: str, key: str, fn: Any) -> Any:
 
 
 def _retryable() -> tuple[type[Exception], ...]:
-    from django.db import InterfaceError, OperationalError
+    from django.db import DatabaseError, InterfaceError
 
     from agents.llm import ModelUnavailable
 
-    return (ModelUnavailable, OperationalError, InterfaceError)
+    # Any database error, not only a lost connection: a tool's lock or statement timeout, a
+    # deadlock, a serialization failure, or a transaction a tool left broken all roll the step's
+    # work back with them, so running the step again is safe (and it fails after MAX_RETRIES).
+    return (ModelUnavailable, DatabaseError, InterfaceError)
 
 
 RETRYABLE = _retryable()

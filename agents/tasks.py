@@ -7,38 +7,73 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from agents import runtime
+from agents import dispatch, runtime
+from agents.lease import RENEWALS_PER_LEASE
 from checkpoints.models import Thread, ThreadStatus
 
 MAX_RETRIES = 8
+# A step hands its lease off in its commit and releases it once it has sent the next step:
+# a lapsed lease still named is a worker that died in between, unless it is this fresh.
+HANDOFF_GRACE_S = 2
+
+
+def busy_countdown(*, busy: int) -> float:
+    """Back off from a quarter second up to one heartbeat period (a third of the lease)."""
+    return min(0.25 * 2**busy, settings.THREAD_LEASE_S / RENEWALS_PER_LEASE)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
-def advance_thread_task(self: Task, thread_id: str, checkpoint_id: str) -> str:
+def advance_thread_task(self: Task, thread_id: str, checkpoint_id: str, busy: int = 0) -> str:
     worker = f"{self.request.hostname}:{self.request.id}"
     try:
         outcome = runtime.run_step(thread_id=thread_id, checkpoint_id=checkpoint_id, worker=worker)
     except runtime.RETRYABLE as exc:
-        if self.request.retries >= MAX_RETRIES:
+        errors = self.request.retries - busy  # busy retries are not errors
+        if errors >= MAX_RETRIES:
             runtime.fail_thread(thread_id=thread_id, checkpoint_id=checkpoint_id, error=str(exc))
             return "failed"
-        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 30)) from exc
-    if outcome.kind == "busy" and self.request.retries < 5:
-        # Another worker holds the lease; try again shortly (the reconciler is the backstop).
-        raise self.retry(countdown=1)
+        raise self.retry(exc=exc, countdown=min(2**errors, 30), max_retries=None) from exc
+    if outcome.kind == "busy" and not self.request.is_eager:
+        # Another worker holds the lease. Retry until it is ours or the head has moved on: a
+        # live holder renews its lease and commits (we then find ourselves stale); a dead one's
+        # lease lapses within THREAD_LEASE_S and we take it. No retry limit, no reconciler.
+        raise self.retry(
+            countdown=busy_countdown(busy=busy),
+            max_retries=None,
+            args=(thread_id, checkpoint_id),
+            kwargs={"busy": busy + 1},
+        )
     return outcome.kind
 
 
 @shared_task
 def reconcile_threads_task() -> int:
-    """Re-enqueue running threads that nobody is working on (lost task, dead worker)."""
+    """Re-send the steps of running threads that nobody runs and that no task is queued for.
+
+    Lost: a lapsed lease still named (its worker died mid-step or before sending the next
+    step, or the broker refused the send) is re-sent at once. Queued: a thread with no lease
+    was handed to the broker; it waits its turn and is re-sent only after
+    RECONCILE_QUEUED_AFTER_S (the broker lost it: a flush, or a dead worker's unstarted task).
+    Either way the thread is then marked queued afresh, so one pass never echoes the next."""
     now = timezone.now()
-    quiet_since = now - timedelta(seconds=settings.RECONCILE_INTERVAL_S)
-    orphans = (
-        Thread.objects.filter(status=ThreadStatus.RUNNING, updated_at__lt=quiet_since, head__isnull=False)
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .values_list("id", "head_id")[:500]
+    lapsed = ~Q(lease_owner="") & Q(lease_expires_at__lt=now - timedelta(seconds=HANDOFF_GRACE_S))
+    forgotten = Q(lease_owner="", updated_at__lt=now - timedelta(seconds=settings.RECONCILE_QUEUED_AFTER_S))
+    orphans = list(
+        Thread.objects.filter(status=ThreadStatus.RUNNING, head__isnull=False)
+        .filter(lapsed | forgotten)
+        .values_list("id", "head_id", "lease_owner", "updated_at")[:500]
     )
-    for thread_id, head_id in orphans:
-        advance_thread_task.delay(thread_id, str(head_id))
-    return len(orphans)
+    sent = 0
+    for thread_id, head_id, owner, updated_at in orphans:
+        # Only if nobody claimed it meanwhile (the same row as read: owner and time unchanged).
+        unchanged = Thread.objects.filter(
+            pk=thread_id,
+            head_id=head_id,
+            status=ThreadStatus.RUNNING,
+            lease_owner=owner,
+            updated_at=updated_at,
+        ).filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        if unchanged.update(lease_owner="", lease_expires_at=None, updated_at=now):
+            dispatch.enqueue_step(thread_id=thread_id, checkpoint_id=str(head_id))
+            sent += 1
+    return sent

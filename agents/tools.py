@@ -58,21 +58,40 @@ class Approval:
     arguments, or a function of the arguments."""
     expiry: Expiry | None = None
     """None (the default): the request stays pending until someone decides it."""
+    summary: str | Callable[[dict[str, Any]], str] = ""
+    """One plain-text line for the inbox ("Refund $129.99 to Grace Hopper"): a `{arg}` template or
+    a function of the arguments. Empty: the tool's name and its arguments."""
+    render: str | Callable[[dict[str, Any]], str] = ""
+    """How a decision page shows the arguments: a template name (rendered with `args`), or a
+    function of the arguments returning markdown. Empty: each argument on its own line."""
+    consequential: bool = False
+    """Moves money or reaches people: approving it from the keyboard asks to confirm."""
 
     def describe(self, args: dict[str, Any]) -> str:
-        if callable(self.description):
-            try:
-                return self.description(args)
-            except (KeyError, TypeError, ValueError):
-                return ""
-        try:
-            return self.description.format(**args)
-        except (KeyError, IndexError, ValueError):
-            return self.description
+        unfilled = self.description if isinstance(self.description, str) else ""
+        return _fill(self.description, args, unfilled=unfilled)
+
+    def summarize(self, args: dict[str, Any]) -> str:
+        """The declared summary line, or "" (the caller falls back to a generic one)."""
+        return " ".join(_fill(self.summary, args, unfilled="").split())
 
     @property
     def editable(self) -> bool:
         return Decision.EDIT in self.decisions
+
+
+def _fill(template: str | Callable[[dict[str, Any]], str], args: dict[str, Any], *, unfilled: str) -> str:
+    """A `{arg}` template or a function of the arguments, filled from them. Arguments that do
+    not fit (a model's odd proposal) give "" for a function and `unfilled` for a template."""
+    if callable(template):
+        try:
+            return str(template(args))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return ""
+    try:
+        return template.format(**args)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        return unfilled
 
 
 @dataclass(frozen=True)
@@ -97,10 +116,10 @@ class ToolContext:
 
 
 class ToolArgumentsError(ValueError):
-    """Arguments failed the tool's schema; `errors` maps field names to messages."""
+    """Arguments failed the tool's schema; `errors` maps field names to plain sentences."""
 
     def __init__(self, tool: str, errors: dict[str, str]) -> None:
-        detail = "; ".join(f"{k}: {v}" for k, v in errors.items())
+        detail = "; ".join(errors.values())
         super().__init__(f"Invalid arguments for {tool}: {detail}")
         self.errors = errors
 
@@ -136,18 +155,71 @@ class Tool:
             try:
                 args = json.loads(args or "{}")
             except json.JSONDecodeError as exc:
-                raise ToolArgumentsError(self.name, {"__all__": f"not valid JSON ({exc.msg})"}) from exc
+                raise ToolArgumentsError(
+                    self.name, {"__all__": f"The arguments are not valid JSON ({exc.msg})"}
+                ) from exc
         if not isinstance(args, dict):
-            raise ToolArgumentsError(self.name, {"__all__": "arguments must be a JSON object"})
+            raise ToolArgumentsError(self.name, {"__all__": "The arguments must be a JSON object"})
         try:
             return self.args_model.model_validate(args).model_dump(mode="json")
         except pydantic.ValidationError as exc:
-            errors = {".".join(str(p) for p in e["loc"]) or "__all__": e["msg"] for e in exc.errors()}
-            raise ToolArgumentsError(self.name, errors) from exc
+            raise ToolArgumentsError(self.name, plain_errors(self.args_model, exc)) from exc
 
     def invoke(self, args: dict[str, Any], *, context: ToolContext) -> Any:
         valid = self.validate_args(args)
         return self.fn(**valid, ctx=context) if self.wants_context else self.fn(**valid)
+
+
+def plain_errors(model: type[pydantic.BaseModel], exc: pydantic.ValidationError) -> dict[str, str]:
+    """Field name -> a sentence a reviewer reads: "Amount must be greater than 0"."""
+    errors: dict[str, str] = {}
+    for error in exc.errors():
+        path = ".".join(str(p) for p in error["loc"]) or "__all__"
+        field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
+        name = (field.title if field else None) or str(error["loc"][-1] if error["loc"] else "")
+        label = name.replace("_", " ").capitalize() if name else "The arguments"
+        errors.setdefault(path, f"{label} {_plain(error)}")
+    return errors
+
+
+def _plain(error: Any) -> str:
+    """Pydantic's message as the end of a sentence whose subject is the field."""
+    kind, ctx, msg = error["type"], error.get("ctx") or {}, str(error["msg"])
+    sentences = {
+        "missing": "is required",
+        "extra_forbidden": "is not an argument of this tool",
+        "greater_than": "must be greater than {gt}",
+        "greater_than_equal": "must be at least {ge}",
+        "less_than": "must be less than {lt}",
+        "less_than_equal": "must be at most {le}",
+        "string_too_long": "must be at most {max_length} characters",
+        "string_pattern_mismatch": "is not in the expected form",
+        "int_parsing": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "int_type": "must be a whole number",
+        "float_parsing": "must be a number",
+        "string_type": "must be text",
+        "bool_parsing": "must be yes or no",
+    }
+    if kind == "string_too_short":
+        return (
+            "must not be empty"
+            if ctx.get("min_length") == 1
+            else "must be at least {min_length} characters".format(**ctx)
+        )
+    if kind in sentences:
+        try:
+            return sentences[kind].format(**ctx)
+        except (KeyError, IndexError):
+            return sentences[kind].split(" {")[0]
+    if kind == "value_error" and "email" in msg:
+        return "must be an email address (name@example.com)"
+    msg = msg.removeprefix("Value error, ")
+    return (
+        "must be " + msg[len("Input should be ") :]
+        if msg.startswith("Input should be ")
+        else msg[:1].lower() + msg[1:]
+    )
 
 
 def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], bool]:

@@ -1,4 +1,4 @@
-"""Django admin: queues and who may see them; requests and the ledger, read-only."""
+"""Django admin: queues and who may see them; API tokens (revoke); requests and the ledger, read-only."""
 
 from typing import Any
 
@@ -9,7 +9,16 @@ from django.http import HttpRequest
 
 from approvals.actions.claims import do_release
 from approvals.actions.errors import Conflict
-from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent, Queue
+from approvals.actions.policies import do_delete_policy, do_record_policy_change, policy_facts
+from approvals.actions.tokens import do_revoke_tokens
+from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, Policy, Queue
+from approvals.roles import is_admin
+from checkpoints.digest import canonical_json
+
+
+def as_json(value: Any) -> str:
+    # Encrypted JSON columns are text columns to Django: show their value as JSON, not a repr.
+    return canonical_json(value) if value is not None else "-"
 
 
 @admin.register(Queue)
@@ -37,6 +46,106 @@ class QueueAdmin(admin.ModelAdmin):
         return ", ".join(sorted(u.get_username() for u in users)) or "nobody yet"
 
 
+@admin.register(Policy)
+class PolicyAdmin(admin.ModelAdmin):
+    """Admins only. The form refuses a condition that does not compile (Policy.clean, with the
+    CEL error); every save and delete bumps the version and goes to the ledger with its diff."""
+
+    list_display = ["name", "tool", "agent", "action", "when", "order", "enabled", "version", "thread_id"]
+    list_filter = ["action", "enabled", "tool"]
+    search_fields = ["name", "tool", "agent", "when"]
+    filter_horizontal = ["groups"]
+    readonly_fields = ["version", "created_by", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "tool", "agent", "order", "enabled"]}),
+        (
+            "When it matches, what it does",
+            {
+                "fields": ["when", "action", "queue", "approvers", "groups", "message"],
+                "description": "Queue is for route; approvers and groups are for require; the message is "
+                "the reason recorded (approve) or told the agent (deny).",
+            },
+        ),
+        (
+            "One thread only (standing decisions)",
+            {
+                "fields": ["thread_id", "until"],
+                "classes": ["collapse"],
+                "description": "Reviewers create these from the decision page. Blank: all threads, always.",
+            },
+        ),
+        ("Version", {"fields": ["version", "created_by", "updated_at"]}),
+    ]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return is_admin(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return is_admin(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return is_admin(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return is_admin(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return is_admin(request.user)
+
+    def save_model(self, request: HttpRequest, obj: Policy, form: Any, change: bool) -> None:
+        old = Policy.objects.filter(pk=obj.pk).first() if change else None
+        # On the request, not self: one admin instance serves every request.
+        request._policy_before = policy_facts(old) if old is not None else None  # type: ignore[attr-defined]
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        policy, before = form.instance, getattr(request, "_policy_before", None)
+        after = policy_facts(policy)
+        if before is not None and after == before:
+            return
+        if before is not None:
+            policy.version += 1
+            Policy.objects.filter(pk=policy.pk).update(version=policy.version)
+        kind = "update" if before is not None else "create"
+        do_record_policy_change(policy, actor=request.user, kind=kind, before=before, after=after)
+
+    def delete_model(self, request: HttpRequest, obj: Policy) -> None:
+        do_delete_policy(obj.pk, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            do_delete_policy(pk, actor=request.user)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """List and revoke tokens. New ones come from `create_api_token`, which shows the token once."""
+
+    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["user__username", "name", "prefix"]
+    list_select_related = ["user"]
+    readonly_fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoked rows stay, so the list shows who had a token and when it ended
+
+    @admin.action(description="Revoke the selected tokens", permissions=["view"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = do_revoke_tokens(queryset)
+        messages.success(request, f"Revoked {revoked} token(s); they are refused from now on.")
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
     """Read-only: decisions and claims go through the inbox so they are checked and audited."""
@@ -46,6 +155,16 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     search_fields = ["thread__id", "action"]
     list_select_related = ["claimed_by", "decided_by"]
     actions = ["release_claims"]
+    exclude = ["args", "decision_args"]
+    readonly_fields = ["arguments", "decided_arguments"]
+
+    @admin.display(description="args")
+    def arguments(self, item: ApprovalRequest) -> str:
+        return as_json(item.args)
+
+    @admin.display(description="decision args")
+    def decided_arguments(self, item: ApprovalRequest) -> str:
+        return as_json(item.decision_args)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -75,6 +194,12 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_display = ["id", "created_at", "actor_name", "action", "thread_id", "approval_ref"]
     list_filter = ["action"]
     search_fields = ["actor_name", "thread_id", "action"]
+    exclude = ["data"]
+    readonly_fields = ["event_data"]
+
+    @admin.display(description="data")
+    def event_data(self, event: AuditEvent) -> str:
+        return as_json(event.data)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -13,3 +13,18 @@ class ApprovalsConfig(AppConfig):
         signals.gates_opened.connect(gates.on_gates_opened, dispatch_uid="approvals.gates_opened")
         signals.gates_superseded.connect(gates.on_gates_superseded, dispatch_uid="approvals.gates_superseded")
         signals.thread_changed.connect(events.on_thread_changed, dispatch_uid="approvals.thread_changed")
+        self._watch_policies()
+
+    def _watch_policies(self) -> None:
+        """Every change to a policy invalidates the policies cached by each process."""
+        from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
+
+        from approvals import policy_cache
+        from approvals.models import Policy
+
+        post_save.connect(policy_cache.on_policy_saved, sender=Policy, dispatch_uid="policy_cache.save")
+        post_delete.connect(policy_cache.on_policy_saved, sender=Policy, dispatch_uid="policy_cache.delete")
+        m2m_changed.connect(
+            policy_cache.on_policy_saved, sender=Policy.groups.through, dispatch_uid="policy_cache.groups"
+        )
+        post_migrate.connect(policy_cache.on_flush, dispatch_uid="policy_cache.flush")  # also after a flush

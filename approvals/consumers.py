@@ -9,8 +9,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from approvals import events, permissions, roles, selectors, thread_access
+from approvals import events, inbox_push, permissions, roles, selectors, thread_access, thread_selectors
 from approvals.forms import InboxFilterForm
+from approvals.live_groups import keep_joined
+from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import InboxFilter
 from checkpoints.models import Thread
 
@@ -20,12 +22,41 @@ UNAUTHENTICATED = 4401
 FORBIDDEN = 4403
 
 
-class InboxConsumer(AsyncWebsocketConsumer):
-    """A reviewer's inbox. Any change re-renders this user's own view (their queues, filters and
-    claims) from the database, so a push can never leave an item out; bursts are coalesced."""
+class RejoiningConsumer(AsyncWebsocketConsumer):
+    """A consumer that stays in its groups however Redis loses them (see approvals.live_groups)."""
+
+    keeper: "asyncio.Task[None] | None" = None
+
+    async def join(self, *groups: str) -> None:
+        """Join groups now and keep re-joining them while the socket is open."""
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        layer, channel = self.channel_layer, self.channel_name
+        keeper = keep_joined(
+            layer, groups=list(groups), channel=channel, resync=self.resync, refresh=self.refresh
+        )
+        self.keeper = asyncio.create_task(keeper)
+
+    def stop_rejoining(self) -> None:
+        if self.keeper is not None:
+            self.keeper.cancel()
+
+    async def resync(self) -> None:
+        """Re-render from the database what pushes missed while the socket was out of its groups."""
+        raise NotImplementedError("subclasses of RejoiningConsumer must implement resync()")
+
+    async def refresh(self) -> None:
+        """Re-read, once a rejoin period, what the consumer keeps about its user (none by default)."""
+
+
+class InboxConsumer(RejoiningConsumer):
+    """A reviewer's inbox. Connect and resync render this user's whole view from the database; an
+    event for queues the user cannot see costs nothing, and one they can see sends only the changed
+    rows and the counts (approvals.inbox_push). Full re-renders are coalesced."""
 
     COALESCE_S = 0.05
     refresher: "asyncio.Task[None] | None"
+    view: inbox_push.InboxView
 
     async def connect(self) -> None:
         user = self.scope["user"]
@@ -37,22 +68,70 @@ class InboxConsumer(AsyncWebsocketConsumer):
             await self.close(code=FORBIDDEN)
             return
         self.query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
-        self.filters = await database_sync_to_async(self._filters)()
-        await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
+        self.view = await database_sync_to_async(self._view)()
+        await self.join(events.INBOX_GROUP)
         await self.accept()
         # Catch up from the database: after a reconnect nothing pending is missing from view.
         await self.send(text_data=await database_sync_to_async(self._render)())
 
-    def _filters(self) -> InboxFilter:
-        form = InboxFilterForm(self.query, queues=selectors.visible_queues(self.scope["user"]))
-        return form.filters() if form.is_valid() else InboxFilter()
+    def _viewer(self) -> inbox_push.Viewer:
+        user = self.scope["user"]
+        closed = permissions.closed_queues(user)
+        visible = {q for q in selectors.known_queues() if q not in closed}
+        can_claim, can_read_ledger = roles.is_reviewer(user), permissions.can_read_ledger(user)
+        return inbox_push.Viewer(user, closed, visible, can_claim=can_claim, can_read_ledger=can_read_ledger)
+
+    def _view(self) -> inbox_push.InboxView:
+        viewer = self._viewer()
+        form = InboxFilterForm(self.query, queues=sorted(viewer.visible))
+        filters = form.filters() if form.is_valid() else InboxFilter()
+        return inbox_push.InboxView(viewer=viewer, filters=filters, query=self.query)
 
     async def disconnect(self, code: int) -> None:
+        self.stop_rejoining()
         if self.refresher is not None:
             self.refresher.cancel()
         await self.channel_layer.group_discard(events.INBOX_GROUP, self.channel_name)
 
+    async def resync(self) -> None:
+        self._full_refresh()
+
+    async def refresh(self) -> None:
+        """Queue rights and roles change rarely: re-read them each rejoin, re-render if they did."""
+        viewer = await database_sync_to_async(self._viewer)()
+        if viewer != self.view.viewer:
+            self.view = await database_sync_to_async(self._view)()
+            self._full_refresh()
+
     async def inbox_changed(self, event: dict[str, Any]) -> None:
+        queues = set(event.get("queues", []))
+        if not queues or all(q in self.view.viewer.closed for q in queues):
+            return  # nothing this user may see: no query, nothing sent
+        request_ids = event.get("request_ids")
+        if (
+            not self.view.complete
+            or request_ids is None
+            or (self.refresher is not None and not self.refresher.done())
+        ):
+            self._full_refresh()
+            return
+        swaps = await database_sync_to_async(self._swaps)(event["event"], request_ids, queues)
+        if swaps is None:
+            self._full_refresh()
+        elif swaps:
+            await self.send(text_data=swaps)
+
+    def _swaps(self, event_id: str, request_ids: list[int], queues: set[str]) -> str | None:
+        known = self.view.viewer.visible | self.view.viewer.closed
+        if not queues <= known:  # a queue new since connect: learn whether this user may see it
+            self.view.viewer = self._viewer()
+            self.view.viewer.visible |= queues - self.view.viewer.closed
+            if queues <= self.view.viewer.closed:
+                return ""
+        change = inbox_push.change_for(event_id=event_id, request_ids=request_ids)
+        return self.view.apply(change, request_ids)
+
+    def _full_refresh(self) -> None:
         self.dirty = True
         if self.refresher is None or self.refresher.done():
             self.refresher = asyncio.create_task(self._refresh())
@@ -67,26 +146,30 @@ class InboxConsumer(AsyncWebsocketConsumer):
             log.exception("inbox refresh failed")
 
     def _render(self) -> str:
-        user = self.scope["user"]
-        context = selectors.inbox_context(user, self.filters)
-        context.update(oob=True, query=self.query, can_claim=roles.is_reviewer(user))
+        user, view = self.scope["user"], self.view
+        context = selectors.inbox_context(user, view.filters)
+        view.reset(context["items"], total=context["count"])
+        context.update(oob=True, query=self.query, can_claim=view.viewer.can_claim)
         return render_to_string("approvals/inbox.html#live", context)
 
 
-class ThreadConsumer(AsyncWebsocketConsumer):
+class ThreadConsumer(RejoiningConsumer):
     """One thread's page (and the decision pages at its gates): status, conversation, closures."""
 
     async def connect(self) -> None:
         user = self.scope["user"]
         self.thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
         self.group = events.thread_group(self.thread_id)
+        query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
+        # The thread page also shows the history and the operator's buttons; decision pages do not.
+        self.whole_page = query.get("view") == "thread"
         if not user.is_authenticated:
             await self.close(code=UNAUTHENTICATED)
             return
         if not await database_sync_to_async(self._allowed)(user):
             await self.close(code=FORBIDDEN)
             return
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join(self.group)
         await self.accept()
 
     def _allowed(self, user: Any) -> bool:
@@ -94,7 +177,19 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         return thread is not None and thread_access.can_see_thread(user, thread)
 
     async def disconnect(self, code: int) -> None:
+        self.stop_rejoining()
         await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def resync(self) -> None:
+        """The conversation, and each request's panel (decided) or status line (pending)."""
+        await self.send(text_data=await database_sync_to_async(self._render_thread)())
+        for request_id, pending in await database_sync_to_async(self._request_states)():
+            render = self._render_changed if pending else self._render_closed
+            await self.send(text_data=await database_sync_to_async(render)(request_id))
+
+    def _request_states(self) -> list[tuple[int, bool]]:
+        rows = ApprovalRequest.objects.filter(thread_id=self.thread_id).values_list("pk", "status")
+        return [(pk, status == ApprovalStatus.PENDING) for pk, status in rows.order_by("pk")]
 
     async def thread_changed(self, event: dict[str, Any]) -> None:
         await self.send(text_data=await database_sync_to_async(self._render_thread)())
@@ -107,7 +202,11 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             context = selectors.thread_context(self.thread_id)
         except Thread.DoesNotExist:  # deleted since the page opened
             return ""
-        return render_to_string("approvals/_thread_live.html", context)
+        html = render_to_string("approvals/_thread_live.html", context)
+        if self.whole_page:
+            context.update(thread_selectors.side_context(context["thread"], self.scope["user"]))
+            html += render_to_string("approvals/_thread_side.html", context)
+        return html
 
     async def approval_changed(self, event: dict[str, Any]) -> None:
         await self.send(text_data=await database_sync_to_async(self._render_changed)(event["request_id"]))

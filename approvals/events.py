@@ -1,11 +1,13 @@
 """Pushes to open pages, always after the commit that caused them.
 
-Inboxes share one group and each consumer renders its own user's view (queues they may see,
-their filters, "claimed by you"): an event only says which queues changed. Thread and decision
-pages join their thread's group.
+Inboxes share one group. An inbox event names the requests that changed and every queue they
+touch (before and after a move); each socket skips events for queues its user cannot see and
+sends its page only the changed rows (see approvals.inbox_push). Thread and decision pages join
+their thread's group.
 """
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,9 @@ log = logging.getLogger(__name__)
 
 def thread_group(thread_id: str) -> str:
     # Group names allow only ASCII alphanumerics, hyphens, underscores and periods.
-    return "thread." + "".join(c if c.isalnum() or c in "-_." else "_" for c in thread_id)[:90]
+    return (
+        "thread." + "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in thread_id)[:90]
+    )
 
 
 def on_commit(fn: Callable[[], None]) -> None:
@@ -35,24 +39,27 @@ def _send(group: str, message: dict[str, Any]) -> None:
         async_to_sync(layer.group_send)(group, message)
 
 
-def send_inbox_changed(*, queues: list[str]) -> None:
-    _send(INBOX_GROUP, {"type": "inbox.changed", "queues": sorted(set(queues))})
+def send_inbox_changed(*, queues: list[str], request_ids: list[int]) -> None:
+    # The id lets each process load the changed rows once for all its sockets.
+    message = {"type": "inbox.changed", "event": uuid.uuid4().hex, "queues": sorted(set(queues))}
+    _send(INBOX_GROUP, {**message, "request_ids": sorted(set(request_ids))})
 
 
 def send_requests_opened(*, request_ids: list[int]) -> None:
-    send_inbox_changed(queues=[r.queue for r in selectors.requests_by_ids(request_ids)])
+    requests = selectors.requests_by_ids(request_ids)
+    send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
 
 
 def send_requests_closed(*, request_ids: list[int]) -> None:
     requests = selectors.requests_by_ids(request_ids)
-    send_inbox_changed(queues=[r.queue for r in requests])
+    send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
     for request_ in requests:
         _send(thread_group(request_.thread_id), {"type": "approval.closed", "request_id": request_.pk})
 
 
 def send_request_changed(*, request_id: int, queues: list[str]) -> None:
     """A claim or a queue changed: inboxes and the request's decision page update."""
-    send_inbox_changed(queues=queues)
+    send_inbox_changed(queues=queues, request_ids=[request_id])
     for request_ in selectors.requests_by_ids([request_id]):
         _send(thread_group(request_.thread_id), {"type": "approval.changed", "request_id": request_.pk})
 

@@ -6,7 +6,6 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from agents.prebuilt import ToolAgent
 from agents.registry import UnknownAgent, registry
 from approvals.actions.ledger import LedgerFilter
 from approvals.models import ApprovalRequest
@@ -29,8 +28,7 @@ def _schema(request_: ApprovalRequest) -> dict[str, Any]:
         agent = registry.get(request_.agent)
     except UnknownAgent:
         return {}
-    tool = agent.tool(request_.action) if isinstance(agent, ToolAgent) else None
-    return tool.args_schema() if tool else {}
+    return agent.edit_schema(request_.action)
 
 
 def edit_fields(
@@ -48,7 +46,7 @@ def edit_fields(
         fields.append(
             ArgField(
                 name=name,
-                label=name.replace("_", " "),
+                label=prop.get("title") or name.replace("_", " "),
                 input_type=input_type,
                 value=values.get(name, ""),
                 multiline=kind == "string" and (prop.get("maxLength") or 0) > 300,

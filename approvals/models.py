@@ -1,12 +1,14 @@
 """Queues, approval requests, the audit ledger and API tokens."""
 
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.validators import RegexValidator
 from django.db import models
 
+from checkpoints.fields import EncryptedJSONField, EncryptedTextField
 from checkpoints.models import Checkpoint, Thread
 
 
@@ -19,6 +21,11 @@ class ApprovalStatus(models.TextChoices):
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
     CANCELLED = "cancelled"
+
+
+DECIDED = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED, ApprovalStatus.REJECTED, ApprovalStatus.RESPONDED)
+RAN = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED)
+"""Decisions under which the gated tool runs."""
 
 
 class ExpiryAction(models.TextChoices):
@@ -64,9 +71,10 @@ class ApprovalRequest(models.Model):
     key = models.CharField(max_length=200, help_text="The tool call id.")
     agent = models.CharField(max_length=100)
     action = models.CharField(max_length=100)
-    args = models.JSONField()
+    # What a reviewer reads and writes is encrypted with CHECKPOINT_ENCRYPTION_KEY, when set.
+    args = EncryptedJSONField()
     allowed_decisions = models.JSONField()
-    description = models.TextField(blank=True, default="")
+    description = EncryptedTextField(blank=True, default="")
     queue = models.CharField(max_length=64, default="default")
     state_digest = models.CharField(max_length=64, help_text="Digest of the checkpoint it was raised at.")
     status = models.CharField(max_length=16, choices=ApprovalStatus, default=ApprovalStatus.PENDING)
@@ -74,10 +82,28 @@ class ApprovalRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
-    decision_args = models.JSONField(null=True, blank=True)
-    decision_message = models.TextField(blank=True, default="")
+    decision_args = EncryptedJSONField(null=True, blank=True)
+    decision_message = EncryptedTextField(blank=True, default="")
     status_reason = models.CharField(max_length=300, blank=True, default="")
+    # When the gate was first asked: a request re-asked after an edit or fork keeps its
+    # original's, so it keeps its place in the queue (oldest first).
     created_at = models.DateTimeField(auto_now_add=True)
+    supersedes = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replaced_by",
+        help_text="The superseded request this one asks again (same gate, after an edit or fork).",
+    )
+    consequential = models.BooleanField(
+        default=False, help_text="The tool is marked consequential: keyboard approval asks to confirm."
+    )
+    undo_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The decision can be undone until then; empty once it took effect.",
+    )
     # Claiming: one reviewer works on it; others see who. Released when idle for CLAIM_IDLE_S.
     claimed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -90,6 +116,18 @@ class ApprovalRequest(models.Model):
     expiry_reason = models.CharField(max_length=300, blank=True, default="")
     escalate_to = models.CharField(max_length=64, blank=True, default="")
     escalated_from = models.CharField(max_length=64, blank=True, default="")
+    # The policy that decided, routed or required it, as it was (name and version) at the gate.
+    policy = models.ForeignKey(
+        "Policy", null=True, blank=True, on_delete=models.SET_NULL, related_name="requests"
+    )
+    policy_name = models.CharField(max_length=100, blank=True, default="")
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    required_approvals = models.PositiveSmallIntegerField(
+        default=1, help_text="Different reviewers who must approve (a policy's require)."
+    )
+    required_groups = models.JSONField(
+        default=list, blank=True, help_text="Approvers must be in one of these groups (none: any reviewer)."
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -114,6 +152,20 @@ class ApprovalRequest(models.Model):
     def is_claimed(self) -> bool:
         return self.is_pending and self.claimed_by_id is not None
 
+    @property
+    def is_decided(self) -> bool:
+        return self.status in DECIDED
+
+    @property
+    def effective_args(self) -> dict[str, Any]:
+        """The arguments the tool runs (or ran) with: the reviewer's edit, else the proposal."""
+        return self.decision_args if self.decision_args is not None else self.args
+
+    @property
+    def policy_label(self) -> str:
+        """How the deciding policy is named on pages: 'small refunds' v3."""
+        return f"'{self.policy_name}' v{self.policy_version}" if self.policy_name else ""
+
 
 class AuditEvent(models.Model):
     """One human action. Events are hash-chained: each hash covers the previous one."""
@@ -131,7 +183,8 @@ class AuditEvent(models.Model):
     # The hash covers this copy of the id: deleting a thread (and its requests) nulls `approval`
     # but must not break the chain.
     approval_ref = models.BigIntegerField(null=True, blank=True)
-    data = models.JSONField(default=dict)
+    # Encrypted with CHECKPOINT_ENCRYPTION_KEY, when set; the hash covers the plaintext.
+    data = EncryptedJSONField(default=dict)
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
@@ -170,3 +223,83 @@ class ApiToken(models.Model):
     @staticmethod
     def hash_token(raw: str) -> str:
         return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class PolicyAction(models.TextChoices):
+    APPROVE = "approve"
+    DENY = "deny"
+    ROUTE = "route"
+    REQUIRE = "require"
+
+
+class Policy(models.Model):
+    """An admin's rule for a gated tool: when its CEL condition holds at a gate, it approves,
+    denies, routes or requires N approvers. The first enabled match by `order` decides."""
+
+    name = models.CharField(max_length=100)
+    agent = models.CharField(max_length=100, blank=True, default="", help_text="Blank: every agent.")
+    tool = models.CharField(max_length=100, help_text="The gated tool it applies to.")
+    when = models.TextField(
+        max_length=2000,
+        default="true",
+        help_text="A CEL condition over args, agent, tool, thread, effects and now.",
+    )
+    action = models.CharField(max_length=16, choices=PolicyAction)
+    queue = models.CharField(max_length=64, blank=True, default="", help_text="For route: the queue.")
+    approvers = models.PositiveSmallIntegerField(
+        default=2, help_text="For require: how many different reviewers must approve."
+    )
+    groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="approval_policies",
+        help_text="For require: approvers must be in one of these groups (none: any reviewer).",
+    )
+    message = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="The reason recorded (approve) or told the agent (deny).",
+    )
+    order = models.IntegerField(default=100, help_text="Lower runs first.")
+    enabled = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    # A standing decision is a policy scoped to one thread, optionally until a time.
+    thread_id = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    until = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["order", "id"]
+        verbose_name_plural = "policies"
+        indexes = [models.Index(fields=["tool", "enabled"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def clean(self) -> None:
+        from approvals.policies import check_policy_fields
+
+        check_policy_fields(when=self.when, action=self.action, queue=self.queue, approvers=self.approvers)
+
+
+class Signoff(models.Model):
+    """One reviewer's approval of a request that a policy requires several approvals for."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="signoffs")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    args = EncryptedJSONField(null=True, blank=True, help_text="The edited arguments, when this was an edit.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "reviewer"], name="one_signoff_per_reviewer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} on {self.request_id}"

@@ -55,6 +55,15 @@ def can_manage_claims(user: User) -> bool:
     return roles.is_admin(user)
 
 
+def can_manage_policies(user: User) -> bool:
+    return roles.is_admin(user)
+
+
+def can_revoke_standing(user: User) -> bool:
+    """Revoke a thread's standing decision (it only makes the thread stricter)."""
+    return roles.is_admin(user) or roles.is_reviewer(user)
+
+
 def can_read_ledger(user: User) -> bool:
     return roles.is_admin(user)
 

@@ -10,13 +10,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from agents.prebuilt import ToolAgent
+from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals import permissions
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
-from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointError
 from checkpoints.models import Thread
+from checkpoints.store import tenant_of
 
 INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
 
@@ -25,11 +25,10 @@ def known_queues() -> list[str]:
     """Every queue a registered gate names or escalates to, and every queue an admin created."""
     queues = set(Queue.objects.values_list("name", flat=True))
     for agent in registry.all():
-        for tool in agent.tools if isinstance(agent, ToolAgent) else []:
-            if tool.approval is not None:
-                queues.add(tool.approval.queue)
-                if tool.approval.expiry and tool.approval.expiry.to_queue:
-                    queues.add(tool.approval.expiry.to_queue)
+        for approval in agent.approvals():
+            queues.add(approval.queue)
+            if approval.expiry and approval.expiry.to_queue:
+                queues.add(approval.expiry.to_queue)
     return sorted(queues)
 
 
@@ -92,12 +91,36 @@ def queue_counts(user: AbstractBaseUser | AnonymousUser) -> list[QueueCount]:
     ]
 
 
+def pending_counts() -> dict[str, tuple[int, int]]:
+    """Every queue's pending and claimed counts, for whoever may see them (one query)."""
+    rows = (
+        ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+        .order_by()
+        .values("queue")
+        .annotate(pending=Count("id"), claimed=Count("id", filter=Q(claimed_by__isnull=False)))
+    )
+    return {row["queue"]: (row["pending"], row["claimed"]) for row in rows}
+
+
+def counts_seen(
+    counts: dict[str, tuple[int, int]], *, visible: set[str], closed: set[str]
+) -> list[QueueCount]:
+    """queue_counts from pending_counts for a viewer who sees `visible` and none of `closed`."""
+    names = sorted(visible | {q for q in counts if q not in closed})
+    return [
+        QueueCount(name=n, pending=counts.get(n, (0, 0))[0], claimed=counts.get(n, (0, 0))[1]) for n in names
+    ]
+
+
 def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) -> dict[str, Any]:
     """What the inbox page and its live pushes render."""
     requests = pending_requests(user, filters)
     total = requests.count()
     queues = queue_counts(user)
-    items = list(requests[:INBOX_LIMIT])
+    items = with_first_messages(list(requests[:INBOX_LIMIT]))
+    from approvals import effects
+
+    effects.flag_done(user, items)
     return {
         "items": items,
         "fingerprint": inbox_fingerprint(items, queues, total),
@@ -110,6 +133,16 @@ def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) 
         "user": user,
         "now": timezone.now(),
     }
+
+
+def with_first_messages(items: list[ApprovalRequest]) -> list[ApprovalRequest]:
+    """Set `first_message` on each request: what its thread's person asked (one query)."""
+    from approvals.thread_selectors import first_messages
+
+    found = first_messages([r.thread_id for r in items])
+    for item in items:
+        item.first_message = found.get(item.thread_id, "")  # type: ignore[attr-defined]
+    return items
 
 
 def inbox_fingerprint(items: list[ApprovalRequest], queues: list[QueueCount], total: int) -> str:
@@ -134,10 +167,36 @@ def neighbours(user: AbstractBaseUser | AnonymousUser, item: ApprovalRequest) ->
     return {"next_id": following, "prev_id": previous}
 
 
+def record_context(item: ApprovalRequest, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
+    """The decision page as the record of what was asked: the conversation at the request's own
+    checkpoint (not the thread's head), and the side effects already done that it may repeat."""
+    from approvals import effects
+
+    try:
+        asked = load_checkpoint(
+            thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id), agent=item.agent
+        )
+    except CheckpointError:
+        return {}
+    here = list(ApprovalRequest.objects.filter(checkpoint_id=item.checkpoint_id).select_related("decided_by"))
+    same = effects.same_effects(user, action=item.action, args=item.args, exclude=item.pk)
+    return {
+        # While the thread still stands at the request, the live conversation is this one.
+        "asked_conversation": None
+        if str(item.thread.head_id) == str(item.checkpoint_id)
+        else conversation(asked.values, requests=here),
+        "asked_step": asked.step,
+        "thread_effects": [e for e in effects.thread_effects(item.thread_id) if e.request.pk != item.pk],
+        "same_effects": [e for e in same if e.thread_id != item.thread_id],
+    }
+
+
 def proposal_context(item: ApprovalRequest) -> dict[str, Any]:
     """The agent's reasoning behind a gated call and the request it answers, from the gate's checkpoint."""
     try:
-        values = get_backend().get(thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id)).values
+        values = load_checkpoint(
+            thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id), agent=item.agent
+        ).values
     except CheckpointError:
         return {}
     messages = values.get("messages", []) if isinstance(values, dict) else []
@@ -195,10 +254,21 @@ def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()
 
 
 def _pretty(raw: Any) -> str:
+    """A call's arguments one per line, text as written (an email body keeps its line breaks
+    instead of showing JSON's \\n); anything that is not an object stays JSON."""
     try:
-        return json.dumps(json.loads(raw) if isinstance(raw, str) else raw, indent=2, ensure_ascii=False)
+        value = json.loads(raw) if isinstance(raw, str) else raw
     except (TypeError, ValueError):
         return str(raw)
+    if not isinstance(value, dict):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, str) and "\n" in item:
+            lines.append(f"{key}:\n  " + item.replace("\n", "\n  "))
+        else:
+            lines.append(f"{key}: {item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)}")
+    return "\n".join(lines)
 
 
 def recent_threads(limit: int = 50) -> QuerySet[Thread]:
@@ -208,12 +278,13 @@ def recent_threads(limit: int = 50) -> QuerySet[Thread]:
 def thread_context(thread_id: str) -> dict[str, Any]:
     """What the conversation partial needs, read from the thread's head checkpoint."""
     thread = Thread.objects.get(pk=thread_id)
-    values = get_backend().get(thread_id=thread_id).values if thread.head_id else {}
+    values = load_checkpoint(thread_id=thread_id, agent=thread.agent).values if thread.head_id else {}
     requests = list(thread.approval_requests.select_related("decided_by").order_by("created_at"))
     return {
         "thread": thread,
         "conversation": conversation(values, requests=requests),
         "offline": bool(thread.metadata.get("offline_model")),
+        "tenant": tenant_of(thread),
         "thread_requests": requests,
     }
 

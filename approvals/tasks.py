@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from approvals.actions.claims import do_release_idle_claims
 from approvals.actions.expiry import do_expire_due
 from approvals.actions.notify import do_send_notification
+from approvals.actions.undo import do_take_effect, do_take_effect_due
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +19,18 @@ log = logging.getLogger(__name__)
 def expire_requests_task() -> int:
     """Auto-reject or escalate pending requests past their gate's expiry."""
     return do_expire_due()
+
+
+@shared_task(acks_late=True)
+def take_effect_task(checkpoint_id: str) -> int:
+    """Let decisions at a checkpoint take effect once their undo window has passed."""
+    return do_take_effect(checkpoint_id=checkpoint_id)
+
+
+@shared_task
+def take_effect_due_task() -> int:
+    """The sweep: decisions past their undo window whose delayed task was lost."""
+    return do_take_effect_due()
 
 
 @shared_task

@@ -6,18 +6,25 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from approvals.thread_access import User, visible_threads
+from agents.loading import load_checkpoint
+from approvals import permissions
+from approvals.actions.standing import standing_decisions
+from approvals.models import AuditEvent
+from approvals.thread_access import User, can_operate, visible_threads
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, CheckpointSummary
+from checkpoints.backends.base import CheckpointData, CheckpointError, CheckpointSummary
 from checkpoints.diff import Change, diff_values
 from checkpoints.history import Branch, build_tree
-from checkpoints.models import StoredValue, Thread
+from checkpoints.models import CheckpointSource, StoredValue, Thread, ThreadStatus
+from checkpoints.storage.crypto import SealError, current_sealer
 
 HISTORY_LIMIT = 1000
+NOTE_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,47 @@ def _mentioning(q: str) -> QuerySet[StoredValue, Any]:
     return items.order_by().values("thread_id")
 
 
+def annotate_page(threads: list[Thread]) -> list[Thread]:
+    """Set `first_message` and `pending` (open approval requests) on one page of threads, in
+    two queries whatever the page size."""
+    from approvals.models import ApprovalRequest, ApprovalStatus
+
+    ids = [t.id for t in threads]
+    asked = first_messages(ids)
+    pending = dict(
+        ApprovalRequest.objects.filter(thread_id__in=ids, status=ApprovalStatus.PENDING)
+        .order_by()
+        .values("thread_id")
+        .annotate(n=Count("id"))
+        .values_list("thread_id", "n")
+    )
+    for thread in threads:
+        thread.first_message = asked.get(thread.id, "")  # type: ignore[attr-defined]
+        thread.pending = pending.get(thread.id, 0)  # type: ignore[attr-defined]
+    return threads
+
+
+def first_messages(thread_ids: list[str]) -> dict[str, str]:
+    """Each thread's first message (what its person asked), in one query: the first item of its
+    message list. A fork that edited that item leaves two; either serves to tell threads apart."""
+    rows = (
+        StoredValue.objects.filter(thread_id__in=set(thread_ids), run__isnull=False, depth=0)
+        .order_by()
+        .values_list("thread_id", "run", "data")
+    )
+    sealer, found = current_sealer(), {}
+    for thread_id, _, data in sorted(rows, key=lambda r: (r[0], r[1])):
+        if thread_id in found:
+            continue
+        try:
+            item = json.loads(sealer.open(data))
+        except (ValueError, SealError, ImproperlyConfigured):
+            continue
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            found[thread_id] = item["content"]
+    return found
+
+
 def _midnight(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
@@ -75,21 +123,86 @@ def history(thread: Thread) -> list[Branch]:
     return build_tree(checkpoints, head_id=str(thread.head_id) if thread.head_id else None)
 
 
+def history_context(thread: Thread) -> dict[str, Any]:
+    """The history tree and a note on each fork and state edit: who, and what they changed."""
+    checkpoints = get_backend().history(thread_id=thread.id, limit=HISTORY_LIMIT)
+    return {
+        "history": build_tree(checkpoints, head_id=str(thread.head_id) if thread.head_id else None),
+        "notes": change_notes(thread, checkpoints),
+    }
+
+
+def side_context(thread: Thread, user: User) -> dict[str, Any]:
+    """What the thread page's side needs (controls, history, who paused it), for its first
+    render and for every live push."""
+    return {
+        **history_context(thread),
+        "can_operate": can_operate(user),
+        "paused_by": paused_by(thread),
+        "standing": standing_decisions(thread.id),
+        "can_revoke_standing": permissions.can_revoke_standing(user),
+    }
+
+
+def paused_by(thread: Thread) -> AuditEvent | None:
+    """The ledger event of the pause that holds a paused thread (None unless it is paused)."""
+    if thread.status != ThreadStatus.PAUSED:
+        return None
+    return AuditEvent.objects.filter(thread_id=thread.id, action="thread.pause").order_by("-id").first()
+
+
+def change_notes(thread: Thread, checkpoints: list[CheckpointSummary]) -> dict[str, str]:
+    """'forked by olga from step 0: messages[0].content "…1001" → "…1003"', by checkpoint id
+    (the newest NOTE_LIMIT forks and edits: each costs two checkpoint loads)."""
+    by_id = {c.id: c for c in checkpoints}
+    notes = {}
+    edits = [c for c in checkpoints if c.source in (CheckpointSource.FORK, CheckpointSource.UPDATE)]
+    for c in edits[:NOTE_LIMIT]:
+        who = c.created_by.partition(":")[2] or c.created_by or "someone"
+        parent = by_id.get(c.parent_id or "")
+        if c.source == CheckpointSource.FORK:
+            head = f"forked by {who}" + (f" from step {parent.step}" if parent else "")
+        else:
+            head = f"state edited by {who}"
+        try:
+            changes = diff_against_parent(checkpoint(thread, c.id))
+        except CheckpointError:
+            changes = []
+        notes[c.id] = f"{head}: {describe_changes(changes)}" if changes else f"{head}, nothing edited"
+    return notes
+
+
+def describe_changes(changes: list[Change], *, limit: int = 2) -> str:
+    """The first changes in one line: 'messages[0].content "…1001" → "…1003"; and 2 more'."""
+    parts = []
+    for change in changes[:limit]:
+        if change.kind == "changed":
+            parts.append(f"{change.path} “{_short(change.old_text)}” → “{_short(change.new_text)}”")
+        else:
+            parts.append(f"{change.path} {change.kind}")
+    more = len(changes) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _short(text: str, width: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def checkpoint(thread: Thread, checkpoint_id: str) -> CheckpointData:
-    return get_backend().get(thread_id=thread.id, checkpoint_id=checkpoint_id)
+    """One checkpoint, its values at the agent's current schema version."""
+    return load_checkpoint(thread_id=thread.id, checkpoint_id=checkpoint_id, agent=thread.agent)
 
 
 def diff_against_parent(item: CheckpointData) -> list[Change]:
     if not item.parent_id:
         return diff_values({}, item.values)
-    parent = get_backend().get(thread_id=item.thread_id, checkpoint_id=item.parent_id)
+    parent = load_checkpoint(thread_id=item.thread_id, checkpoint_id=item.parent_id)
     return diff_values(parent.values, item.values)
 
 
 def diff_between(thread: Thread, *, from_id: str, to_id: str) -> list[Change]:
-    backend = get_backend()
-    old = backend.get(thread_id=thread.id, checkpoint_id=from_id)
-    new = backend.get(thread_id=thread.id, checkpoint_id=to_id)
+    old, new = checkpoint(thread, from_id), checkpoint(thread, to_id)
     return diff_values(old.values, new.values)
 
 

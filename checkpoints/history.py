@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from checkpoints.backends.base import CheckpointSummary
 
 
+@dataclass(frozen=True)
+class Row:
+    """One checkpoint of a branch, with the branches that fork from it."""
+
+    checkpoint: CheckpointSummary
+    forks: list["Branch"]
+
+
 @dataclass
 class Branch:
     """A run of checkpoints, each the child of the one before it."""
@@ -16,6 +24,16 @@ class Branch:
     current: bool = False
     """True for the branch that ends at the head."""
     branches: list["Branch"] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[Row]:
+        """The checkpoints in order, each followed by the branches that left from it: drawn
+        this way a fork hangs from its true fork point, not from the end of the line."""
+        forks: dict[str, list[Branch]] = defaultdict(list)
+        for branch in self.branches:
+            if branch.forked_from is not None:
+                forks[branch.forked_from.id].append(branch)
+        return [Row(checkpoint=c, forks=forks.get(c.id, [])) for c in self.checkpoints]
 
 
 def build_tree(checkpoints: list[CheckpointSummary], *, head_id: str | None) -> list[Branch]:

@@ -165,3 +165,67 @@ class StoreItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}:{self.namespace}{self.key}"
+
+
+class LangGraphCheckpoint(models.Model):
+    """A LangGraph checkpoint (checkpoints.langgraph.GatehouseSaver): header, metadata and where
+    each channel's value lives. Values are LangGraphBlob rows, so an unchanged one costs nothing."""
+
+    pk = models.CompositePrimaryKey("thread_id", "checkpoint_ns", "checkpoint_id")
+    thread_id = models.CharField(max_length=255)
+    checkpoint_ns = models.CharField(max_length=255, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=64)
+    """LangGraph's uuid6: ordered by time, so the newest is the greatest."""
+    parent_id = models.CharField(max_length=64, blank=True, default="")
+    agent = models.CharField(max_length=100, blank=True, default="")
+    """The Gatehouse agent whose retention policy applies ("" for none)."""
+    header = models.BinaryField()
+    """The checkpoint without its values (versions, versions seen, ts), serde-typed; sealed
+    when encrypting."""
+    refs = CompactJSONField(default=dict)
+    """Channel -> ["v", digest] a stored value, or ["l", chain digest, length] a persistent list."""
+    metadata = models.JSONField(default=dict)
+    digest = models.BinaryField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "created_at"], name="lgcheckpoint_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}/{self.checkpoint_ns}@{self.checkpoint_id}"
+
+
+class LangGraphBlob(models.Model):
+    """One serialized channel value or list item, written once per thread (see docs/storage.md)."""
+
+    pk = models.CompositePrimaryKey("thread_id", "key")
+    thread_id = models.CharField(max_length=255)
+    key = models.BinaryField(max_length=16)
+    """First 16 bytes of the value's SHA-256, or of a list's chain digest up to this item."""
+    prev = models.BinaryField(max_length=16, null=True)
+    """For a list item: the key of the item before it."""
+    data = models.BinaryField()
+    """b"<serde type>\\0<bytes>", or its Fernet token when encrypting."""
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}/{bytes(self.key).hex()[:12]}"
+
+
+class LangGraphWrite(models.Model):
+    """A pending write of one task to one LangGraph checkpoint, keyed by (task_id, idx)."""
+
+    pk = models.CompositePrimaryKey("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+    thread_id = models.CharField(max_length=255)
+    checkpoint_ns = models.CharField(max_length=255, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=64)
+    task_id = models.CharField(max_length=255)
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=255)
+    task_path = models.CharField(max_length=1000, blank=True, default="")
+    data = models.BinaryField()
+    """b"<serde type>\\0<bytes>", or its Fernet token when encrypting."""
+    digest = models.BinaryField(max_length=32)
+    """SHA-256 of the channel name, NUL, and the plain data."""
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}@{self.checkpoint_id}/{self.task_id}/{self.idx}"

@@ -11,11 +11,13 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import BaseCheckpointBackend, PruneResult
+from checkpoints.langgraph.pruning import langgraph_agents, prune_agent
 from checkpoints.signals import protect_checkpoints
 
 
@@ -109,4 +111,11 @@ def prune_all(
             threads += bool(result.checkpoints)
             checkpoints += result.checkpoints
             values += result.values
+    for name in [agent] if agent else langgraph_agents():
+        limits = Limits.of(override or policy_for(name), now=now)
+        if limits.prunes:
+            pruned, freed = prune_agent(
+                using=DEFAULT_DB_ALIAS, agent=name, keep_last=limits.keep_last, older_than=limits.older_than
+            )
+            checkpoints, values = checkpoints + pruned, values + freed
     return Report(threads, checkpoints, values, backend.store_purge_expired())

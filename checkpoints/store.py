@@ -10,10 +10,13 @@ placed under that tenant. Whatever a caller passes, one tenant cannot reach anot
 """
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import BaseCheckpointBackend, StoreItem, ThreadData
+
+if TYPE_CHECKING:
+    from checkpoints.models import Thread
 
 NAMESPACE_SEPARATOR = "\x1f"
 TENANT_METADATA_KEY = "tenant"
@@ -91,7 +94,7 @@ def store_for(*, tenant: str) -> Store:
     return Store(tenant=tenant)
 
 
-def tenant_of(thread: ThreadData) -> str:
+def tenant_of(thread: "ThreadData | Thread") -> str:
     """A thread's tenant: its metadata's "tenant" if set when it started, else its agent, so
     threads of one agent share memory unless a tenant separates them."""
     return str(thread.metadata.get(TENANT_METADATA_KEY) or f"agent:{thread.agent}")

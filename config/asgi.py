@@ -12,13 +12,19 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from approvals.routing import websocket_urlpatterns  # noqa: E402
+from config import query_count  # noqa: E402
+from config.bad_text import BadTextWebSocketGuard  # noqa: E402
+from config.websocket_origin import SameOriginValidator  # noqa: E402
+
+query_count.install_from_env()  # benchmarks and tests count this process's queries
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": BadTextWebSocketGuard(
+            SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GATEHOUSE_VAR_DIR", BASE_DIR / "var"))
@@ -66,7 +67,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.bad_text.BadTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -127,6 +130,17 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["OPTIONS"].setdefault("connect_timeout", 5)
     _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
     _db["CONN_HEALTH_CHECKS"] = True
+    # A thread-pool step worker runs hundreds of steps at once; they share this many
+    # connections (psycopg's pool), each held only for a step's queries and commit, never
+    # across its model call. `serve` sets it for the step worker; 0 means no pool.
+    # (CONN_HEALTH_CHECKS makes the pool check a connection before handing it out.)
+    if DB_POOL_MAX_SIZE := env_int("DB_POOL_MAX_SIZE", 0):
+        _db["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": DB_POOL_MAX_SIZE,
+            "timeout": 10,  # a step that cannot get one retries (OperationalError)
+        }
+        _db["CONN_MAX_AGE"] = 0  # closing returns the connection to the pool
     if os.environ.get("TEST_DATABASE_NAME"):
         _db["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 
@@ -146,6 +160,9 @@ CHANNEL_LAYERS = {
         },
     }
 }
+# Every open page's socket re-joins its groups this often: a Redis flush, failover or eviction,
+# or the layer's 24-hour group expiry, must not leave an open inbox silently stale.
+LIVE_REJOIN_S = env_int("LIVE_REJOIN_S", 5)
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
@@ -159,7 +176,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-RECONCILE_INTERVAL_S = env_int("RECONCILE_INTERVAL_S", 15)
+# The reconciler is one indexed query over running threads, so it runs often: a dead worker's
+# threads resume within THREAD_LEASE_S + HANDOFF_GRACE_S + this (docs/reliability.md).
+RECONCILE_INTERVAL_S = env_int("RECONCILE_INTERVAL_S", 5)
+# A step handed to the broker is re-sent only if still not started after this long (lost with a
+# Redis flush, or reserved by a worker that died before starting it): never while it merely
+# queues behind a backlog. Redis itself redelivers unacknowledged tasks after visibility_timeout.
+RECONCILE_QUEUED_AFTER_S = env_int("RECONCILE_QUEUED_AFTER_S", 120)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-threads": {
         "task": "agents.tasks.reconcile_threads_task",
@@ -169,8 +192,22 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- The agent runtime --------------------------------------------------------------------
 # A claimed thread's lease; a worker that dies loses it after this long and the
-# reconciler hands the thread to another worker.
-THREAD_LEASE_S = env_int("THREAD_LEASE_S", 60)
+# reconciler hands the thread to another worker. Short is cheap: one heartbeat thread per
+# process renews every held lease with one UPDATE every third of it (agents/lease.py).
+THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10)
+# The step worker `serve` starts. Steps wait on the model almost all the time, so on Postgres
+# one process runs many in threads (sharing DB_POOL_MAX_SIZE connections); SQLite serialises
+# writes, so there a couple of prefork processes do as well as anything (docs/architecture.md).
+STEP_POOL = os.environ.get("STEP_POOL", "threads" if _db["ENGINE"].endswith("postgresql") else "prefork")
+STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 100 if STEP_POOL == "threads" else 2)
+STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 10)  # the step worker's DB_POOL_MAX_SIZE
+# A step resumed by a person (a decision, an operator's resume, edit or fork) goes to its own
+# queue, served by threads of its own, so it never waits behind new threads' steps.
+RESUME_QUEUE = os.environ.get("RESUME_QUEUE", "resume")
+RESUME_CONCURRENCY = env_int("RESUME_CONCURRENCY", 8)
+RESUME_DB_POOL_SIZE = env_int("RESUME_DB_POOL_SIZE", 4)
+# A worker started without -Q takes both the steps' queue and RESUME_QUEUE.
+CELERY_TASK_QUEUES = [Queue("celery"), *([Queue(RESUME_QUEUE)] if RESUME_QUEUE else [])]
 MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50)
 
 # --- The checkpoint store (docs/storage.md) -------------------------------------------------
@@ -199,6 +236,22 @@ OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 256 * 1024)
 MAX_INPUT_CHARS = env_int("MAX_INPUT_CHARS", 20_000)
 MAX_STATE_BYTES = env_int("MAX_STATE_BYTES", 1_000_000)
+
+# The shared cache (Redis, the embedded one by default): login throttling counts failures here, so
+# every web process sees the same counts.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("CACHE_PREFIX", "gatehouse"),
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
+}
+# Failed logins (config/login_throttle.py): after this many failures for one username, or from one
+# address, inside the window, further attempts are refused until the window (from the first) ends.
+LOGIN_FAILURES_PER_USER = env_int("LOGIN_FAILURES_PER_USER", 5)
+LOGIN_FAILURES_PER_IP = env_int("LOGIN_FAILURES_PER_IP", 20)
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 300)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -238,6 +291,16 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "approvals.tasks.expire_requests_task",
     "schedule": float(INBOX_SWEEP_INTERVAL_S),
 }
+# A decision takes effect (the thread resumes) this long after it is made; until then its
+# reviewer can undo it. Under pytest (which sets PYTEST_VERSION, inherited by the servers and
+# workers the suite starts) the default is 0 so the suite runs at speed; undo tests set it.
+DECISION_UNDO_S = float(
+    os.environ.get("DECISION_UNDO_S", "") or ("0" if os.environ.get("PYTEST_VERSION") else "5")
+)
+CELERY_BEAT_SCHEDULE["decisions-take-effect"] = {
+    "task": "approvals.tasks.take_effect_due_task",
+    "schedule": float(INBOX_SWEEP_INTERVAL_S),
+}
 CELERY_BEAT_SCHEDULE["release-idle-claims"] = {
     "task": "approvals.tasks.release_idle_claims_task",
     "schedule": float(INBOX_SWEEP_INTERVAL_S),
@@ -247,7 +310,11 @@ CELERY_BEAT_SCHEDULE["release-idle-claims"] = {
 GATEHOUSE_NOTIFIERS = [p.strip() for p in os.environ.get("GATEHOUSE_NOTIFIERS", "").split(",") if p.strip()]
 # The address reviewers reach Gatehouse at, for links in notifications.
 GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", f"http://127.0.0.1:{PORT}")
-NOTIFY_QUEUE = os.environ.get("NOTIFY_QUEUE", "")  # a Celery queue for notification tasks ("": the default)
+# Notification tasks get their own queue and worker (`serve` starts one): a receiver that never
+# answers then holds only a notify thread, never a worker that steps threads. "" puts them on the
+# steps' queue (not recommended).
+NOTIFY_QUEUE = os.environ.get("NOTIFY_QUEUE", "notify")
+NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8)  # threads of the notify worker (I/O-bound)
 NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
 NOTIFY_RETRY_BASE_S = float(os.environ.get("NOTIFY_RETRY_BASE_S", "5"))  # doubles on each retry
 NOTIFY_EMAIL_TO = [a.strip() for a in os.environ.get("NOTIFY_EMAIL_TO", "").split(",") if a.strip()]

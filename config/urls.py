@@ -5,10 +5,14 @@ from django.urls import include, path
 
 from approvals.api import api
 from config.health import healthz
+from config.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
+
+# The admin's own login page is throttled like /login/.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    path("login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
+    path("login/", login_not_required(ThrottledLoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

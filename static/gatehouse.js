@@ -11,3 +11,32 @@
   document.addEventListener("htmx:wsClose", function () { setLive(false); });
   document.addEventListener("htmx:wsError", function () { setLive(false); });
 })();
+
+// Forms pushed over the WebSocket were rendered without a request, so they carry no CSRF
+// field: give any POST form that lacks one the page's token before it submits.
+(function () {
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || form.method.toLowerCase() !== "post") return;
+    var field = form.querySelector("input[name=csrfmiddlewaretoken]");
+    if (field && field.value) return;
+    var token = "";
+    try { token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (e) { return; }
+    if (!field) {
+      field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "csrfmiddlewaretoken";
+      form.appendChild(field);
+    }
+    field.value = token;
+  }, true);
+})();
+
+// A form with data-confirm asks before it submits (no inline handlers: the CSP forbids them).
+(function () {
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.dataset.confirm) return;
+    if (!window.confirm(form.dataset.confirm)) { event.preventDefault(); event.stopImmediatePropagation(); }
+  }, true);
+})();

@@ -1,5 +1,7 @@
-// Keyboard shortcuts for reviewers. Inbox: j/k move, Enter or o opens, c claims/releases.
+// Keyboard shortcuts for reviewers. Inbox: j/k move, Enter or o opens, c claims/releases, and
+// on the selected row a approves, e opens it to edit, r opens it to reject.
 // Decision page: a approve, e edit, r reject, c claim/release, j/k next/previous item.
+// Approving a consequential action (money, mail) from the keyboard asks to confirm first.
 // Keys typed into a field, or with a modifier, are left alone; Escape leaves the field.
 (function () {
   "use strict";
@@ -46,17 +48,102 @@
     if (link) window.location.href = link.href;
   }
 
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; }
+    catch (e) { return ""; }
+  }
+
+  // A consequential action asks first: a dialog whose confirm button has the focus (Enter).
+  function confirmed(what, then) {
+    var dialog = document.createElement("dialog");
+    dialog.className = "confirm-approve";
+    dialog.setAttribute("aria-label", "Confirm approval");
+    var text = document.createElement("p");
+    text.textContent = "Approve " + what + "? This action is marked consequential.";
+    var yes = document.createElement("button");
+    yes.className = "btn approve"; yes.textContent = "Approve"; yes.dataset.confirm = "yes";
+    var no = document.createElement("button");
+    no.className = "btn subtle"; no.textContent = "Cancel";
+    dialog.append(text, yes, no);
+    document.body.appendChild(dialog);
+    function close() { dialog.close(); dialog.remove(); }
+    yes.addEventListener("click", function () { close(); then(); });
+    no.addEventListener("click", close);
+    dialog.addEventListener("cancel", function () { dialog.remove(); });
+    dialog.showModal();
+    yes.focus();
+  }
+
+  function notice(text, row, undoUrl) {
+    var box = document.getElementById("inbox-notice");
+    if (!box) return;
+    box.replaceChildren();
+    box.hidden = false;
+    box.append(document.createTextNode(text + " "));
+    var seconds = parseFloat(document.querySelector("[data-undo-s]").dataset.undoS || "0");
+    if (undoUrl && seconds > 0) {
+      var form = document.createElement("form");
+      form.method = "post"; form.action = undoUrl; form.className = "inline";
+      form.innerHTML = '<input type="hidden" name="csrfmiddlewaretoken"><input type="hidden" name="next">' +
+        '<button class="btn small" data-undo>Undo</button>';
+      form.elements.csrfmiddlewaretoken.value = csrfToken();
+      form.elements.next.value = window.location.pathname + window.location.search;
+      box.append(form);
+      setTimeout(function () { if (form.isConnected) form.replaceWith("It has taken effect."); }, seconds * 1000);
+    }
+  }
+
+  function approveRow(row) {
+    var body = new URLSearchParams({ decision: "approve" });
+    fetch(row.dataset.href, {
+      method: "POST", body: body, credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" },
+    }).then(function (response) {
+      return response.text().then(function (html) {
+        var action = row.querySelector(".action").textContent.trim();
+        if (response.ok) {
+          notice("Approved " + action + ".", row, row.dataset.href.replace(/\/$/, "") + "/undo/");
+        } else {
+          var page = new DOMParser().parseFromString(html, "text/html");
+          var alert = page.querySelector(".alert.error");
+          notice("Not approved: " + (alert ? alert.textContent.trim() : "status " + response.status), row, "");
+        }
+      });
+    });
+  }
+
+  function approveKey(row) {
+    var consequential = row ? row.dataset.consequential === "true"
+      : !!document.querySelector('button[data-key="a"][data-consequential="true"]');
+    var act = row ? function () { approveRow(row); } : function () { click('button[data-key="a"]'); };
+    var what = row ? row.querySelector(".action").textContent.trim()
+      : (document.querySelector("[data-decision] h1") || {}).textContent;
+    if (!row && !document.querySelector('button[data-key="a"]')) return;
+    if (consequential) confirmed(what, act); else act();
+  }
+
   function onInbox(key) {
+    var row = current();
     if (key === "j") move(1);
     else if (key === "k") move(-1);
-    else if ((key === "Enter" || key === "o") && current()) window.location.href = current().dataset.href;
-    else if (key === "c" && current()) click('button[data-key="c"]', current());
+    else if ((key === "Enter" || key === "o") && row) window.location.href = row.dataset.href;
+    else if (key === "c" && row) click('button[data-key="c"]', row);
+    else if (key === "a" && row) approveKey(row);
+    else if (key === "e" && row) window.location.href = row.dataset.href + "#edit";
+    else if (key === "r" && row) window.location.href = row.dataset.href + "#reject";
     else return false;
     return true;
   }
 
+  // Opened from the inbox with e or r: that choice is open, its first field focused.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!document.querySelector("[data-decision]")) return;
+    if (window.location.hash === "#edit") openChoice("e");
+    else if (window.location.hash === "#reject") openChoice("r");
+  });
+
   function onDecision(key) {
-    if (key === "a") click('button[data-key="a"]');
+    if (key === "a") approveKey(null);
     else if (key === "e") openChoice("e");
     else if (key === "r") openChoice("r");
     else if (key === "c") click('button[data-key="c"]');
@@ -74,10 +161,29 @@
       return;
     }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (document.querySelector("dialog[open]")) return;  // a confirmation has the keys
     var handled = false;
     if (document.querySelector("[data-inbox]")) handled = onInbox(event.key);
     else if (document.querySelector("[data-decision]")) handled = onDecision(event.key);
     if (handled) event.preventDefault();
+  });
+
+  // An Undo button counts down its window, then says the decision took effect.
+  function armUndo() {
+    document.querySelectorAll("form.undo[data-undo-left]:not([data-armed])").forEach(function (form) {
+      form.dataset.armed = "1";
+      var ends = Date.now() + parseFloat(form.dataset.undoLeft) * 1000;
+      var timer = setInterval(function () {
+        var left = Math.max(0, Math.round((ends - Date.now()) / 1000));
+        var count = form.querySelector("[data-undo-count]");
+        if (count) count.textContent = left;
+        if (left <= 0) { clearInterval(timer); form.replaceWith("It has taken effect."); }
+      }, 250);
+    });
+  }
+  // Panels arrive by swap and by push (out of band): look for new ones now and then.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.querySelector("[data-decision]")) { armUndo(); setInterval(armUndo, 300); }
   });
 
   // A live update replaces the list: keep the selection on the same item when it is still there.

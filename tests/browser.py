@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 from django.db import connection
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+from agents.actions import check_start_thread, do_start_thread
 
 T = TypeVar("T")
 
@@ -42,13 +44,22 @@ def browser_fixture() -> Iterator[Browser]:
         browser.close()
 
 
+def csp_violations(context: BrowserContext) -> list[str]:
+    """Collect every Content-Security-Policy report chromium logs in this context's pages."""
+    seen: list[str] = []
+    context.on("console", lambda m: seen.append(m.text) if "Content Security Policy" in m.text else None)
+    return seen
+
+
 @pytest.fixture(name="page")
 def page_fixture(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 860})
+    violations = csp_violations(context)
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page
     context.close()
+    assert violations == [], f"the page broke its Content-Security-Policy: {violations}"
 
 
 def log_in(page: Page, base_url: str, username: str, password: str = "pw-for-tests-only") -> None:
@@ -79,3 +90,13 @@ def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if errors:
         raise errors[0]
     return result[0]
+
+
+def start_refund(text: str) -> str:
+    """Start a refunds thread from the test (off Playwright's loop); return its id."""
+
+    def start() -> str:
+        agent = check_start_thread(agent="refunds", text=text, thread_id=None)
+        return do_start_thread(agent=agent, text=text, thread_id=None, actor="test").id
+
+    return off_loop(start)

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, Queue
@@ -68,18 +69,19 @@ def make_gate(
     model_text: str | None = None,
     description: str = "",
 ) -> ApprovalRequest:
-    """A thread waiting at a gate, built through the real backend and gate signal (no worker):
-    the user's input, then the model's message (`model_text`, if any) calling `action`."""
-    from agents.graph import Gate
+    """A thread waiting at a gate, built through the real backend and the gate protocol (no
+    worker): the user's input, then the model's message (`model_text`, if any) calling `action`.
+    The gate is the one the agent itself derives from that state, as the runtime's would be."""
+    from dataclasses import replace
+
+    from agents import gates
     from agents.registry import registry
-    from agents.signals import gates_opened
     from checkpoints.backends import get_backend
     from checkpoints.backends.base import NewCheckpoint
     from checkpoints.models import CheckpointSource, ThreadStatus
 
     args = args if args is not None else {"order_id": "ORD-1001", "amount_cents": 4250}
     definition = registry.get(agent)
-    tool = definition.tool(action)  # type: ignore[attr-defined]
     call_id = f"call_{uuid.uuid4().hex[:8]}"
     call = {
         "id": call_id,
@@ -89,31 +91,30 @@ def make_gate(
     first_values = definition.initial_values(user_input)
     assistant = {"id": "msg_a", "role": "assistant", "content": model_text, "tool_calls": [call]}
     values = {**first_values, "messages": [*first_values["messages"], assistant]}
+    opened = definition.pending_gates(definition.state.model_validate(values), "tools")
+    assert [g.key for g in opened] == [call_id], f"{agent}.{action}({args}) opens no gate"
+    if description:
+        opened = [replace(opened[0], description=description)]
     backend = get_backend()
-    thread, first = backend.create_thread(
-        thread_id=f"{agent}-{uuid.uuid4().hex[:8]}",
-        agent=agent,
-        status=ThreadStatus.RUNNING,
-        first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
-    )
-    gate = backend.put(
-        thread_id=thread.id,
-        parent_id=first.id,
-        expected_head=first.id,
-        status=ThreadStatus.WAITING,
-        checkpoint=NewCheckpoint(
-            values=values,
-            source=CheckpointSource.STEP,
-            next=["tools"],
-            node="model",
-            metadata={"gates": [call_id]},
-        ),
-    )
-    gates_opened.send(
-        sender=None,
-        thread_id=thread.id,
-        agent=agent,
-        checkpoint=gate,
-        gates=[Gate(key=call_id, action=action, args=args, approval=tool.approval, description=description)],
-    )
+    with transaction.atomic():
+        thread, first = backend.create_thread(
+            thread_id=f"{agent}-{uuid.uuid4().hex[:8]}",
+            agent=agent,
+            status=ThreadStatus.RUNNING,
+            first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
+        )
+        gate = backend.put(
+            thread_id=thread.id,
+            parent_id=first.id,
+            expected_head=first.id,
+            status=ThreadStatus.WAITING,
+            checkpoint=NewCheckpoint(
+                values=values,
+                source=CheckpointSource.STEP,
+                next=["tools"],
+                node="model",
+                metadata=gates.gate_metadata(opened),
+            ),
+        )
+        gates.open_gates(thread_id=thread.id, agent=agent, checkpoint=gate, gates=opened)
     return ApprovalRequest.objects.get(checkpoint_id=gate.id)

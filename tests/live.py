@@ -139,7 +139,9 @@ class LiveServices:
     def log_tail(self, process: subprocess.Popen[bytes], lines: int = 60) -> str:
         return tail(self.logs[process.pid], lines)
 
-    def start_web(self, port: int, timeout: float = 30) -> subprocess.Popen[bytes]:
+    def start_web(
+        self, port: int, timeout: float = 30, extra_env: Mapping[str, str] | None = None, name: str = "daphne"
+    ) -> subprocess.Popen[bytes]:
         command = [
             sys.executable,
             "-m",
@@ -150,21 +152,22 @@ class LiveServices:
             str(port),
             "config.asgi:application",
         ]
-        process = self.spawn("daphne", command)
+        process = self.spawn(name, command, extra_env)
         last: tuple[int, bytes] | str = "no answer"
+        url = f"http://127.0.0.1:{port}"
 
         def healthy() -> bool:
             nonlocal last
             if process.poll() is not None:
                 raise RuntimeError(f"daphne exited with {process.returncode}")
             try:
-                last = http_get(f"{self.url}/healthz")
+                last = http_get(f"{url}/healthz")
             except OSError as exc:
                 last = str(exc)
                 return False
             return last[0] == 200
 
-        self._wait_started(process, healthy, timeout, lambda: f"/healthz on {self.url} (last: {last!r})")
+        self._wait_started(process, healthy, timeout, lambda: f"/healthz on {url} (last: {last!r})")
         return process
 
     def start_worker(
@@ -174,12 +177,17 @@ class LiveServices:
         *,
         concurrency: int = 2,
         timeout: float = 30,
+        pool: str = "prefork",
+        queue: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """A Celery worker named `name`; returns once it answers a control ping."""
         node = worker_node(name)
         command = [
             *(sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info", "-n", node),
+            *(("-Q", queue) if queue else ()),
             *(
+                "--pool",
+                pool,
                 "--concurrency",
                 str(concurrency),
                 "--without-gossip",
@@ -187,6 +195,25 @@ class LiveServices:
                 "--without-heartbeat",
             ),
         ]
+        return self._start_celery_worker(name, command, extra_env, timeout=timeout)
+
+    def start_notify_worker(
+        self, name: str, extra_env: Mapping[str, str] | None = None, *, timeout: float = 30
+    ) -> subprocess.Popen[bytes]:
+        """A worker for the notify queue only, started with the options `serve` gives it."""
+        from agents.management.commands.serve import notify_worker_options
+
+        command = [
+            *(sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"),
+            *("-n", worker_node(name), *notify_worker_options()),
+            *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+        ]
+        return self._start_celery_worker(name, command, extra_env, timeout=timeout)
+
+    def _start_celery_worker(
+        self, name: str, command: list[str], extra_env: Mapping[str, str] | None, *, timeout: float
+    ) -> subprocess.Popen[bytes]:
+        node = worker_node(name)
         process = self.spawn(f"worker-{name}", command, extra_env)
 
         def answering() -> bool:
@@ -244,19 +271,33 @@ class LiveServices:
 
 @contextlib.contextmanager
 def other_workers_paused() -> Iterator[None]:
-    """Stop every worker alive now from taking new tasks off the default queue while the block
-    runs, so the workers a fault test starts (and kills) are the only ones stepping its threads."""
+    """Stop every worker alive now from taking new tasks off the steps', resume and notify queues while
+    the block runs, so the workers a fault test starts (and kills) are the only ones at work."""
     from config.celery import app
 
-    queue = app.conf.task_default_queue
-    paused = sorted(live_workers())
-    if paused:
-        app.control.cancel_consumer(queue, destination=paused, reply=True, timeout=2)
+    queues = [
+        app.conf.task_default_queue,
+        *([settings.NOTIFY_QUEUE] if settings.NOTIFY_QUEUE else []),
+        *([settings.RESUME_QUEUE] if settings.RESUME_QUEUE else []),
+    ]
+    paused = {queue: consumers_of(queue) for queue in queues}
+    for queue, nodes in paused.items():
+        if nodes:
+            app.control.cancel_consumer(queue, destination=nodes, reply=True, timeout=2)
     try:
         yield
     finally:
-        if paused:
-            app.control.add_consumer(queue, destination=paused, reply=True, timeout=2)
+        for queue, nodes in paused.items():
+            if nodes:  # only where it was consumed: a step worker must not start taking notifications
+                app.control.add_consumer(queue, destination=nodes, reply=True, timeout=2)
+
+
+def consumers_of(queue: str) -> list[str]:
+    """Node names of the live workers consuming the queue."""
+    from config.celery import app
+
+    replies = app.control.inspect(timeout=1).active_queues() or {}
+    return sorted(node for node, active in replies.items() if any(q["name"] == queue for q in active))
 
 
 def pool_children(process: subprocess.Popen[bytes]) -> list[int]:
@@ -366,8 +407,15 @@ class Workers:
     services: LiveServices
     started: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, name: str, env: Mapping[str, str], concurrency: int = 1) -> subprocess.Popen[bytes]:
-        process = self.services.start_worker(name, env, concurrency=concurrency)
+    def start(
+        self, name: str, env: Mapping[str, str], concurrency: int = 1, pool: str = "prefork"
+    ) -> subprocess.Popen[bytes]:
+        process = self.services.start_worker(name, env, concurrency=concurrency, pool=pool)
+        self.started.append(process)
+        return process
+
+    def start_notify(self, name: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        process = self.services.start_notify_worker(name, env)
         self.started.append(process)
         return process
 

@@ -6,23 +6,14 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from agents.actions import check_start_thread, do_start_thread
 from agents.examples.models import Refund
 from approvals.models import ApprovalRequest
 from checkpoints.models import Thread
-from tests.browser import browser_fixture, log_in, off_loop, page_fixture  # noqa: F401  (fixtures)
+from tests.browser import browser_fixture, log_in, off_loop, page_fixture, start_refund  # noqa: F401  (fixtures)
 from tests.factories import make_user
 from tests.live import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
-
-
-def start_refund(text: str) -> str:
-    def start() -> str:
-        agent = check_start_thread(agent="refunds", text=text, thread_id=None)
-        return do_start_thread(agent=agent, text=text, thread_id=None, actor="test").id
-
-    return off_loop(start)
 
 
 def test_reviewer_sees_a_new_request_live_approves_it_and_the_thread_completes(
@@ -41,11 +32,13 @@ def test_reviewer_sees_a_new_request_live_approves_it_and_the_thread_completes(
     row = page.locator("#inbox-list .inbox-row")
     expect(row).to_have_count(1, timeout=15_000)
     expect(row).to_contain_text("issue_refund")
+    expect(row.locator(".row-link")).to_have_text("Refund $42.50 to Ada Lovelace (order ORD-1001)")
+    expect(row.locator(".asked")).to_contain_text("Please refund order ORD-1001")
     expect(page.locator("#inbox-count")).to_have_text("1")
     assert page.evaluate("window.__sameDocument") is True  # arrived without a reload
 
     row.click()
-    expect(page.locator("h1")).to_have_text("issue_refund")
+    expect(page.locator("h1")).to_have_text("Refund $42.50 to Ada Lovelace (order ORD-1001)")
     expect(page.locator(".conversation")).to_contain_text("Please refund order ORD-1001")
     page.get_by_role("button", name="Approve", exact=True).click()
 
@@ -72,7 +65,7 @@ def test_an_invalid_edit_shows_the_field_error_inline_and_decides_nothing(
     page.fill("input[name='args.amount_cents']", "0")
     page.get_by_role("button", name="Approve with these arguments").click()
 
-    expect(page.locator(".field-error")).to_contain_text("greater than 0")
+    expect(page.locator(".field-error")).to_have_text("Amount must be greater than 0")
     request_.refresh_from_db()
     assert request_.status == "pending"
     page.fill("input[name='args.amount_cents']", "1234")

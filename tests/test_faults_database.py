@@ -3,6 +3,7 @@ the thread completes; web requests during an outage get a clear 503, never a tra
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,15 +12,21 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest
+from checkpoints.backends import get_backend
 from checkpoints.models import Thread
 from tests.factories import make_user
 from tests.live import (
+    LiveServices,
     Workers,
+    approve_pending,
     free_port,
     history_is_one_chain,
     reach,
     start_thread,
+    thread_status,
     wait_for,
 )
 
@@ -60,6 +67,68 @@ def test_a_step_whose_database_connection_is_terminated_retries_and_the_thread_c
     reach(thread_id, "waiting", reconcile=False)
     assert Thread.objects.get(pk=thread_id).error == ""
     assert history_is_one_chain(thread_id)
+
+
+@contextlib.contextmanager
+def refunds_table_locked() -> Iterator[None]:
+    """Hold, from another connection, a lock on the refunds table that blocks every insert."""
+    locked, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("BEGIN")
+                cursor.execute("LOCK TABLE examples_refund IN EXCLUSIVE MODE")
+                locked.set()
+                done.wait(60)
+                cursor.execute("ROLLBACK")
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert locked.wait(10), "could not lock the refunds table"
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()
+
+
+@pytest.mark.slow
+@pytest.mark.postgres_only
+def test_a_lock_timeout_inside_an_approved_refund_retries_the_step_and_refunds_once(
+    workers: Workers, live_services: LiveServices
+) -> None:
+    # PGOPTIONS (libpq): the worker's statements give up after 200 ms waiting for a lock.
+    worker = workers.start("db-lock", {"THREAD_LEASE_S": "10", "PGOPTIONS": "-c lock_timeout=200"})
+    thread_id = start_thread("Please refund order ORD-1002")
+    reach(thread_id, "waiting", reconcile=False)
+
+    with refunds_table_locked():
+        approve_pending(thread_id)
+
+        def timed_out_twice_or_failed() -> bool:
+            timeouts = live_services.log_tail(worker, 400).count("lock timeout")
+            return timeouts >= 2 or thread_status(thread_id) == "failed"
+
+        wait_for(timed_out_twice_or_failed, timeout=20, message="the refund insert to time out twice")
+        assert thread_status(thread_id) == "running"
+        assert not Refund.objects.filter(thread_id=thread_id).exists()
+
+    reach(thread_id, "done", reconcile=False, timeout=60)
+    assert list(Refund.objects.filter(thread_id=thread_id).values_list("order_id", "amount_cents")) == [
+        ("ORD-1002", 12999)
+    ]
+    assert Thread.objects.get(pk=thread_id).error == ""
+    assert ApprovalRequest.objects.get(thread_id=thread_id).status == "approved"
+    assert history_is_one_chain(thread_id)
+    # The model read the refund, never the database error.
+    tool_results = [
+        m["content"] for m in get_backend().get(thread_id=thread_id).values["messages"] if m["role"] == "tool"
+    ]
+    assert any('"status": "issued"' in content for content in tool_results)
+    assert not any("Error" in content for content in tool_results)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
+from agents import dispatch
 from agents.examples.models import Refund
 from agents.tasks import advance_thread_task, reconcile_threads_task
 from checkpoints.models import Checkpoint, Thread
@@ -97,28 +98,34 @@ def test_tasks_flushed_from_the_broker_are_recovered_by_the_reconciler(workers: 
     assert all(history_is_one_chain(t) for t in threads)
 
 
-def test_the_reconciler_enqueues_only_running_threads_that_are_quiet_and_unleased(
+def test_the_reconciler_resends_lost_steps_at_once_but_never_a_step_still_queued(
     monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
-    settings.RECONCILE_INTERVAL_S = 5
+    settings.RECONCILE_QUEUED_AFTER_S = 60
     enqueued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(advance_thread_task, "delay", lambda *args: enqueued.append(args))
+    monkeypatch.setattr(dispatch, "enqueue_step", lambda **step: enqueued.append(tuple(step.values())))
     now = timezone.now()
-    quiet = now - timedelta(seconds=30)
-    lost = make_thread("lost", status="running", updated_at=quiet)
-    make_thread("leased", status="running", updated_at=quiet, lease_expires_at=now + timedelta(seconds=30))
-    expired = make_thread(
-        "expired", status="running", updated_at=quiet, lease_expires_at=now - timedelta(seconds=1)
-    )
-    make_thread("busy", status="running", updated_at=now)
+    lapsed = now - timedelta(seconds=3)
+    died = make_thread("died", status="running", updated_at=now, owner="w1", lease_expires_at=lapsed)
+    unsent = make_thread("unsent", status="running", updated_at=now, owner="unsent", lease_expires_at=lapsed)
+    forgotten = make_thread("forgotten", status="running", updated_at=now - timedelta(seconds=90))
+    make_thread("queued", status="running", updated_at=now - timedelta(seconds=30))  # behind a backlog
+    held = now + timedelta(seconds=9)
+    make_thread("leased", status="running", updated_at=now, owner="w2", lease_expires_at=held)
+    make_thread("handing-off", status="running", updated_at=now, owner="w3", lease_expires_at=now)
     for status in ("waiting", "paused", "done", "failed", "cancelled"):
-        make_thread(status, status=status, updated_at=quiet)
+        make_thread(status, status=status, updated_at=now, owner="w4", lease_expires_at=lapsed)
 
-    assert reconcile_threads_task() == 2
-    assert sorted(enqueued) == sorted([(lost, head_of(lost)), (expired, head_of(expired))])
+    assert reconcile_threads_task() == 3
+    assert sorted(enqueued) == sorted([(t, head_of(t)) for t in (died, unsent, forgotten)])
+    # Each re-sent thread is queued afresh: the next passes do not echo it.
+    assert reconcile_threads_task() == 0
+    assert Thread.objects.get(pk=died).lease_owner == ""
 
 
-def make_thread(thread_id: str, *, status: str, updated_at: Any, lease_expires_at: Any = None) -> str:
+def make_thread(
+    thread_id: str, *, status: str, updated_at: Any, owner: str = "", lease_expires_at: Any = None
+) -> str:
     from checkpoints.backends import get_backend
     from checkpoints.backends.base import NewCheckpoint
     from checkpoints.models import CheckpointSource
@@ -129,6 +136,8 @@ def make_thread(thread_id: str, *, status: str, updated_at: Any, lease_expires_a
         status=status,  # type: ignore[arg-type]
         first=NewCheckpoint(values={"messages": []}, source=CheckpointSource.INPUT, next=["model"]),
     )
-    Thread.objects.filter(pk=thread_id).update(updated_at=updated_at, lease_expires_at=lease_expires_at)
+    Thread.objects.filter(pk=thread_id).update(
+        updated_at=updated_at, lease_owner=owner, lease_expires_at=lease_expires_at
+    )
     assert thread_status(thread_id) == status
     return thread_id

@@ -7,13 +7,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from agents.actions import check_start_thread, do_start_thread
 from agents.examples.models import Refund
 from approvals.actions.threads import do_control
 from approvals.models import ApprovalRequest, AuditEvent
 from checkpoints.backends import get_backend
 from checkpoints.models import Thread
-from tests.browser import browser_fixture, log_in, off_loop, page_fixture  # noqa: F401  (fixtures)
+from tests.browser import browser_fixture, csp_violations, log_in, off_loop, page_fixture, start_refund  # noqa: F401  (fixtures)
 from tests.factories import api_for, make_gate, make_user
 from tests.live import wait_for
 
@@ -26,18 +25,12 @@ LIVE_MS = 1_000  # "within a second"
 def other_page(browser: Browser) -> Iterator[Page]:
     """A second reviewer's own browser (a separate context: its own cookies and session)."""
     context = browser.new_context(viewport={"width": 1280, "height": 860})
+    violations = csp_violations(context)
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page
     context.close()
-
-
-def start_refund(text: str) -> str:
-    def start() -> str:
-        agent = check_start_thread(agent="refunds", text=text, thread_id=None)
-        return do_start_thread(agent=agent, text=text, thread_id=None, actor="test").id
-
-    return off_loop(start)
+    assert violations == [], "the page broke its Content-Security-Policy"
 
 
 def pending(count: int) -> list[ApprovalRequest]:
@@ -221,6 +214,8 @@ def test_keyboard_shortcuts_move_through_the_inbox_and_decide(
     page.keyboard.press("Escape")
     expect(page.locator(".closed")).to_have_count(0)
     page.keyboard.press("a")
+    expect(page.locator("dialog.confirm-approve")).to_contain_text("consequential")  # a refund
+    page.keyboard.press("Enter")
     expect(page.locator(".closed")).to_contain_text("You approved this request.")
 
     page.keyboard.press("j")

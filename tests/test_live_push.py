@@ -89,5 +89,26 @@ def test_the_inbox_socket_refuses_anonymous_users_and_foreign_origins(live_serve
             return exc.response.status_code
         return None
 
+    port = live_server_url.rsplit(":", 1)[1]
+    other_port = str(int(port) + 1)
+
     assert asyncio.run(closed_code(None, None)) in (4401, 403)
     assert asyncio.run(closed_code(cookie, "http://evil.example")) == 403
+    assert asyncio.run(closed_code(cookie, f"http://127.0.0.1:{other_port}")) == 403  # same host, other port
+    assert asyncio.run(closed_code(cookie, "http://127.0.0.1")) == 403  # no port: another origin
+    assert asyncio.run(closed_code(cookie, live_server_url)) is None  # the host and port: admitted
+
+
+def test_the_socket_origin_must_be_the_host_and_port_it_connects_to() -> None:
+    from config.websocket_origin import same_origin
+
+    def scope(origin: str, host: str) -> dict[str, Any]:
+        return {"headers": [(b"origin", origin.encode()), (b"host", host.encode())]}
+
+    assert same_origin(scope("http://localhost:8000", "localhost:8000"))
+    assert same_origin(scope("https://127.0.0.1", "127.0.0.1"))
+    assert not same_origin(scope("http://localhost:9999", "localhost:8000"))
+    assert not same_origin(scope("http://localhost", "localhost:8000"))
+    assert not same_origin(scope("http://evil.example:8000", "evil.example:8000"))  # not in ALLOWED_HOSTS
+    assert not same_origin(scope("null", "localhost:8000"))
+    assert not same_origin({"headers": [(b"host", b"localhost:8000")]})

@@ -128,7 +128,7 @@ def test_invalid_edit_is_refused_with_field_errors_and_changes_nothing(api: Api)
     )
 
     assert response.status_code == 400
-    assert response.json()["errors"] == {"args.amount_cents": "Input should be greater than 0"}
+    assert response.json()["errors"] == {"args.amount_cents": "Amount must be greater than 0"}
     assert api.thread(thread_id)["status"] == "waiting"
     assert api.get("/approvals", status="pending").json()[0]["id"] == approval["id"]
 

@@ -42,7 +42,12 @@ class World:
 
     def fill(self, template: str) -> str:
         return template.format(
-            A=self.a.thread_id, B=self.b.thread_id, a=self.a.pk, b=self.b.pk, cp=self.a.checkpoint_id
+            A=self.a.thread_id,
+            B=self.b.thread_id,
+            a=self.a.pk,
+            b=self.b.pk,
+            cp=self.a.checkpoint_id,
+            none=999999,  # an id nothing has
         )
 
 
@@ -85,6 +90,7 @@ PAGES = [
     Row("post", "/approvals/{a}/", (LOGIN, 302, 404, 404, 302), {"decision": "approve"}),
     Row("post", "/approvals/{b}/", (LOGIN, 404, 302, 404, 302), {"decision": "approve"}),
     Row("post", "/approvals/{a}/claim/", (LOGIN, 302, 404, 404, 302), {"op": "claim"}),
+    Row("post", "/approvals/{a}/undo/", (LOGIN, 302, 404, 404, 302)),
     Row("get", "/ledger/", (LOGIN, 403, 403, 403, 200)),
     Row("get", "/ledger.csv", (LOGIN, 403, 403, 403, 200)),
     Row("get", "/threads/", (LOGIN, 200, 200, 200, 200)),
@@ -97,11 +103,15 @@ PAGES = [
     Row("post", "/threads/{A}/state/", (LOGIN, 403, 404, 302, 302), {"values": "STATE"}),
     Row("post", "/threads/{A}/messages/", (LOGIN, 403, 404, 302, 302), {"input": "and another"}),
     Row("get", "/threads/{A}/checkpoints/{cp}/", (LOGIN, 200, 404, 200, 200)),
-    Row("post", "/threads/{A}/checkpoints/{cp}/", (LOGIN, 403, 404, 302, 302), {"fork": "1"}),
+    Row("post", "/threads/{A}/checkpoints/{cp}/", (LOGIN, 403, 404, 302, 302), {"confirm": "1"}),
     Row("get", "/threads/{A}/diff/", (LOGIN, 200, 404, 200, 200)),
+    Row("post", "/threads/{A}/standing/{none}/revoke/", (LOGIN, 404, 404, 403, 404)),
+    Row("get", "/policies/preview/?policy={none}", (LOGIN, 403, 403, 403, 404)),
+    Row("post", "/policies/preview/", (LOGIN, 403, 403, 403, 400), {"name": ""}),
     Row("get", "/admin/", (LOGIN, LOGIN, LOGIN, LOGIN, 200)),
     Row("get", "/admin/approvals/approvalrequest/", (LOGIN, LOGIN, LOGIN, LOGIN, 200)),
     Row("get", "/admin/approvals/auditevent/", (LOGIN, LOGIN, LOGIN, LOGIN, 200)),
+    Row("get", "/admin/approvals/apitoken/", (LOGIN, LOGIN, LOGIN, LOGIN, 200)),
 ]
 # The JSON API (bearer tokens): anonymous means no token.
 NOAUTH = 401
@@ -127,6 +137,23 @@ APIS = [
     Row("post", "/api/approvals/{a}/decision", (NOAUTH, 200, 404, 404, 200), {"decision": "approve"}),
     Row("post", "/api/approvals/{b}/decision", (NOAUTH, 404, 200, 404, 200), {"decision": "approve"}),
     Row("post", "/api/approvals/{a}/claim", (NOAUTH, 200, 404, 404, 200), {"op": "claim"}),
+    Row("post", "/api/approvals/{a}/undo", (NOAUTH, 409, 404, 404, 409)),
+    Row("get", "/api/policies", (NOAUTH, 403, 403, 403, 200)),
+    Row(
+        "post",
+        "/api/policies",
+        (NOAUTH, 403, 403, 403, 400),
+        {"name": "x", "tool": "issue_refund", "when": "((", "action": "approve"},
+    ),
+    Row(
+        "post",
+        "/api/policies/preview",
+        (NOAUTH, 403, 403, 403, 400),
+        {"name": "x", "tool": "issue_refund", "when": "((", "action": "approve"},
+    ),
+    Row("get", "/api/policies/{none}", (NOAUTH, 403, 403, 403, 404)),
+    Row("patch", "/api/policies/{none}", (NOAUTH, 403, 403, 403, 404), {"enabled": False}),
+    Row("delete", "/api/policies/{none}", (NOAUTH, 403, 403, 403, 404)),
 ]
 
 
@@ -242,7 +269,7 @@ def socket_answer(path: str, user: User | None) -> tuple[int | str, str]:
     and the first message."""
     from config.asgi import application
 
-    headers = [(b"origin", b"http://127.0.0.1")]
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     if user is not None:
         client = page_client(user)
         headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))

@@ -46,7 +46,7 @@ def forms(gate: ApprovalRequest) -> list[tuple[str, dict[str, str]]]:
         (f"/threads/{thread}/control/cancel/", {}),
         (f"/threads/{thread}/state/", {"values": state}),
         (f"/threads/{thread}/messages/", {"input": "and another"}),
-        (f"/threads/{thread}/checkpoints/{cp}/", {"fork": "1"}),
+        (f"/threads/{thread}/checkpoints/{cp}/", {"confirm": "1"}),
         ("/admin/auth/group/add/", {"name": "sneaky"}),
         ("/logout/", {}),
     ]

@@ -61,12 +61,14 @@ def scan(html: str) -> Scan:
 
 @pytest.fixture
 def hostile(settings: Any) -> ApprovalRequest:
-    """A refunds thread whose user input, model output and tool arguments all carry the payload,
-    decided with a hostile reason, then edited by an operator with hostile state."""
+    """An outreach thread whose user input, model output and email (free text its tool accepts)
+    all carry the payload."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return make_gate(
-        args={"order_id": PAYLOAD, "amount_cents": 100},
-        user_input=f"Please refund order ORD-1001 {PAYLOAD}",
+        agent="outreach",
+        action="send_email",
+        args={"to": "ann@example.com", "subject": PAYLOAD, "body": f"Hello {PAYLOAD}"},
+        user_input=f"Please email Ann {PAYLOAD}",
         model_text=f"Sure! {PAYLOAD}",
         description=PAYLOAD,
     )

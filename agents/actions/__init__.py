@@ -13,10 +13,9 @@ from agents.actions.control import (
 )
 from agents.actions.start import (
     InvalidInput,
+    check_input_text,
     check_start_thread,
     check_state,
-    do_record_decision,
-    do_resume_after_gates,
     do_start_thread,
 )
 
@@ -24,15 +23,14 @@ __all__ = [
     "InvalidInput",
     "ThreadStateError",
     "Written",
+    "check_input_text",
     "check_start_thread",
     "check_state",
     "do_cancel",
     "do_continue",
     "do_fork",
     "do_pause",
-    "do_record_decision",
     "do_resume",
-    "do_resume_after_gates",
     "do_start_thread",
     "do_update_state",
     "replay_warnings",

@@ -10,12 +10,13 @@ from typing import Any
 
 from django.db import transaction
 
-from agents import signals
+from agents import gates as gate_protocol
 from agents.actions.start import check_state
+from agents.dispatch import after_commit
 from agents.graph import Agent
-from agents.prebuilt import ToolAgent
+from agents.loading import load_checkpoint
 from agents.registry import registry
-from agents.runtime import GATES_KEY, after_commit, decisions_at, load_state
+from agents.runtime import load_state
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
 from checkpoints.models import CheckpointSource, ThreadStatus
@@ -47,7 +48,7 @@ def _locked(thread_id: str, *, allowed: tuple[ThreadStatus, ...], verb: str) -> 
 
 def _set(thread: ThreadData, status: ThreadStatus, *, head: str | None) -> ThreadData:
     get_backend().set_status(thread_id=thread.id, status=status)
-    after_commit(thread_id=thread.id, checkpoint_id=head, status=status)
+    after_commit(thread_id=thread.id, checkpoint_id=head, status=status, by_person=True)
     return get_backend().get_thread(thread_id=thread.id)
 
 
@@ -63,15 +64,14 @@ def do_resume(thread_id: str, *, actor: str) -> ThreadData:
     with transaction.atomic():
         thread = _locked(thread_id, allowed=(ThreadStatus.PAUSED, ThreadStatus.FAILED), verb="resume")
         head = get_backend().get(thread_id=thread_id)
-        return _set(thread, _status_at(head), head=head.id)
+        return _set(thread, gate_protocol.status_at(head), head=head.id)
 
 
 def do_cancel(thread_id: str, *, actor: str) -> ThreadData:
     """Stop the thread for good; its open approval requests are superseded."""
     with transaction.atomic():
         thread = _locked(thread_id, allowed=ACTIVE, verb="cancel")
-        signals.gates_superseded.send(
-            sender=Agent,
+        gate_protocol.supersede_gates(
             thread_id=thread_id,
             checkpoint_id=thread.head_id,
             reason=f"the thread was cancelled by {_name(actor)}",
@@ -108,7 +108,7 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
         allowed = (*ACTIVE, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
         thread = _locked(thread_id, allowed=allowed, verb="fork")
         agent = registry.get(thread.agent)
-        origin = get_backend().get(thread_id=thread_id, checkpoint_id=checkpoint_id)
+        origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
         valid = check_state(agent, values if values is not None else origin.values)
         reason = f"{_name(actor)} forked the thread from step {origin.step}"
         return _write(
@@ -157,13 +157,11 @@ def _write(
 ) -> Written:
     """Put a checkpoint under parent as the new head, re-open its gates, set the status."""
     backend = get_backend()
-    previous = backend.get(thread_id=thread.id)
+    previous = load_checkpoint(thread_id=thread.id, agent=agent.name)
     next_nodes = [next_node] if next_node else list(parent.next)
     gates = agent.pending_gates(agent.state.model_validate(values), next_nodes[0]) if next_nodes else []
     if reason:
-        signals.gates_superseded.send(
-            sender=Agent, thread_id=thread.id, checkpoint_id=previous.id, reason=reason
-        )
+        gate_protocol.supersede_gates(thread_id=thread.id, checkpoint_id=previous.id, reason=reason)
     status = _status_for(gates=bool(gates), next_nodes=next_nodes, keep_paused=keep_paused)
     written = backend.put(
         thread_id=thread.id,
@@ -177,14 +175,11 @@ def _write(
             node="",
             created_by=actor,
             schema_version=agent.state.schema_version,
-            metadata={GATES_KEY: [g.key for g in gates]},
+            metadata=gate_protocol.gate_metadata(gates),
         ),
     )
-    if gates:
-        signals.gates_opened.send(
-            sender=Agent, thread_id=thread.id, agent=agent.name, checkpoint=written, gates=gates
-        )
-    after_commit(thread_id=thread.id, checkpoint_id=written.id, status=status)
+    gate_protocol.open_gates(thread_id=thread.id, agent=agent.name, checkpoint=written, gates=gates)
+    after_commit(thread_id=thread.id, checkpoint_id=written.id, status=status, by_person=True)
     return Written(
         thread=backend.get_thread(thread_id=thread.id),
         checkpoint=written,
@@ -201,40 +196,13 @@ def _status_for(*, gates: bool, next_nodes: list[str], keep_paused: bool) -> Thr
     return ThreadStatus.RUNNING if next_nodes else ThreadStatus.DONE
 
 
-def _status_at(head: CheckpointData) -> ThreadStatus:
-    """The status a resumed thread takes: waiting while any gate at its head is undecided."""
-    undecided = set(head.metadata.get(GATES_KEY, [])) - set(
-        decisions_at(thread_id=head.thread_id, checkpoint_id=head.id)
-    )
-    if undecided:
-        return ThreadStatus.WAITING
-    return ThreadStatus.RUNNING if head.next else ThreadStatus.DONE
-
-
 def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any]]:
-    """Side-effecting (gated) tools that ran after checkpoint_id on the current branch: a fork
+    """Side-effecting (gated) actions that ran after checkpoint_id on the current branch: a fork
     from there may run them again (each will need a fresh approval)."""
-    backend = get_backend()
-    agent = registry.get(backend.get_thread(thread_id=thread_id).agent)
-    if not isinstance(agent, ToolAgent):
-        return []
-    before = backend.get(thread_id=thread_id, checkpoint_id=checkpoint_id).values.get("messages", [])
-    ran_before = {m.get("tool_call_id") for m in before if m.get("role") == "tool"}
-    head = backend.get(thread_id=thread_id).values.get("messages", [])
-    calls = {c["id"]: c["function"] for m in head for c in m.get("tool_calls") or []}
-    return [
-        {
-            "tool": calls[m["tool_call_id"]]["name"],
-            "arguments": calls[m["tool_call_id"]].get("arguments", ""),
-            "result": m.get("content", ""),
-        }
-        for m in head
-        if m.get("role") == "tool"
-        and m.get("tool_call_id") not in ran_before
-        and m.get("tool_call_id") in calls
-        and (tool := agent.tool(calls[m["tool_call_id"]]["name"])) is not None
-        and tool.approval is not None
-    ]
+    agent = registry.get(get_backend().get_thread(thread_id=thread_id).agent)
+    origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
+    head = load_checkpoint(thread_id=thread_id, agent=agent.name)
+    return agent.side_effects_after(origin=origin.values, head=head.values)
 
 
 def _name(actor: str) -> str:

@@ -1,7 +1,6 @@
 """Start threads, record decisions, resume after gates."""
 
 import json
-import re
 import uuid
 from typing import Any
 
@@ -9,14 +8,14 @@ import pydantic
 from django.conf import settings
 from django.db import transaction
 
+from agents.dispatch import after_commit
 from agents.graph import Agent
 from agents.registry import registry
-from agents.runtime import DECISION_PREFIX, after_commit
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint, ThreadData
+from checkpoints.ids import THREAD_ID_RULE, is_valid_tenant, is_valid_thread_id
 from checkpoints.models import CheckpointSource, ThreadStatus
-
-THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+from checkpoints.store import TENANT_METADATA_KEY
 
 
 class InvalidInput(ValueError):
@@ -27,22 +26,36 @@ class InvalidInput(ValueError):
         self.errors = errors
 
 
-def check_start_thread(*, agent: str, text: str, thread_id: str | None) -> Agent:
+def check_start_thread(*, agent: str, text: str, thread_id: str | None, tenant: str | None = None) -> Agent:
     """Validate a request to start a thread; return the agent."""
     errors = {}
     if agent not in registry.names():
         errors["agent"] = f"unknown agent {agent!r}; choose one of: {', '.join(registry.names())}"
-    if not text.strip():
-        errors["input"] = "must not be empty"
-    elif len(text) > settings.MAX_INPUT_CHARS:
-        errors["input"] = f"is {len(text)} characters; the limit is {settings.MAX_INPUT_CHARS}"
-    if thread_id is not None and not THREAD_ID.match(thread_id):
-        errors["thread_id"] = (
-            "use 1-100 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
-        )
+    if problem := input_problem(text):
+        errors["input"] = problem
+    if thread_id is not None and not is_valid_thread_id(thread_id):
+        errors["thread_id"] = THREAD_ID_RULE
+    if tenant is not None and not is_valid_tenant(tenant):
+        errors["tenant"] = THREAD_ID_RULE
     if errors:
         raise InvalidInput(errors)
     return registry.get(agent)
+
+
+def input_problem(text: str) -> str:
+    """What is wrong with a user message (empty, over MAX_INPUT_CHARS), or "" if nothing."""
+    if not text.strip():
+        return "must not be empty"
+    if len(text) > settings.MAX_INPUT_CHARS:
+        return f"is {len(text):,} characters; the limit is {settings.MAX_INPUT_CHARS:,}"
+    return ""
+
+
+def check_input_text(text: str) -> str:
+    """Validate a user message, at start or to continue a thread; return it."""
+    if problem := input_problem(text):
+        raise InvalidInput({"input": problem})
+    return text
 
 
 def check_state(agent: Agent, values: Any) -> dict[str, Any]:
@@ -53,16 +66,25 @@ def check_state(agent: Agent, values: Any) -> dict[str, Any]:
     if size > settings.MAX_STATE_BYTES:
         raise InvalidInput({"values": f"is {size:,} bytes; the limit is {settings.MAX_STATE_BYTES:,}"})
     try:
-        return agent.state.model_validate(values).model_dump(mode="json")
+        valid = agent.state.model_validate(values).model_dump(mode="json")
     except pydantic.ValidationError as exc:
         raise InvalidInput(
             {".".join(str(p) for p in e["loc"]) or "values": e["msg"] for e in exc.errors()}
         ) from exc
+    if errors := agent.state_errors(valid):
+        raise InvalidInput(errors)
+    return valid
 
 
-def do_start_thread(*, agent: Agent, text: str, thread_id: str | None, actor: str) -> ThreadData:
-    """Create a thread with an input checkpoint and enqueue its first step on commit."""
+def do_start_thread(
+    *, agent: Agent, text: str, thread_id: str | None, actor: str, tenant: str | None = None
+) -> ThreadData:
+    """Create a thread with an input checkpoint and enqueue its first step on commit. Without a
+    tenant the thread shares its agent's store namespace (checkpoints.store.tenant_of)."""
     thread_id = thread_id or f"{agent.name}-{uuid.uuid4().hex[:12]}"
+    metadata: dict[str, Any] = {"offline_model": bool(settings.OFFLINE_MODEL)}
+    if tenant:
+        metadata[TENANT_METADATA_KEY] = tenant
     with transaction.atomic():
         thread, first = get_backend().create_thread(
             thread_id=thread_id,
@@ -75,30 +97,7 @@ def do_start_thread(*, agent: Agent, text: str, thread_id: str | None, actor: st
                 schema_version=agent.state.schema_version,
             ),
             status=ThreadStatus.RUNNING,
-            metadata={"offline_model": bool(settings.OFFLINE_MODEL)},
+            metadata=metadata,
         )
         after_commit(thread_id=thread.id, checkpoint_id=first.id, status=ThreadStatus.RUNNING)
     return thread
-
-
-def do_record_decision(*, thread_id: str, checkpoint_id: str, key: str, decision: dict[str, Any]) -> None:
-    """Store a human decision for the gate `key` at a checkpoint, for the resuming step to apply.
-    Call inside the deciding transaction, with the thread locked."""
-    get_backend().put_write(
-        thread_id=thread_id,
-        checkpoint_id=checkpoint_id,
-        task_id=DECISION_PREFIX + key,
-        kind="decision",
-        value=decision,
-    )
-
-
-def do_resume_after_gates(*, thread_id: str, checkpoint_id: str) -> bool:
-    """Set a waiting thread running again from checkpoint_id once every gate there is decided.
-    Call inside the deciding transaction; the step is enqueued on commit."""
-    resumed = get_backend().set_status(
-        thread_id=thread_id, status=ThreadStatus.RUNNING, expected_head=checkpoint_id
-    )
-    if resumed:
-        after_commit(thread_id=thread_id, checkpoint_id=checkpoint_id, status=ThreadStatus.RUNNING)
-    return resumed

@@ -3,7 +3,7 @@
 import uuid
 from typing import Annotated, Any
 
-from pydantic import EmailStr, Field
+from pydantic import EmailStr, Field, StringConstraints
 
 from agents.examples.models import Refund, SentEmail
 from agents.prebuilt import ToolAgent
@@ -19,12 +19,28 @@ DEMO_ORDERS: dict[str, dict[str, Any]] = {
 }
 
 
+# A blank order id is refused before any reviewer sees the request.
+OrderId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40), Field(title="Order id")
+]
+
+
+def _money(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
+
+
+def _refund_summary(args: dict[str, Any]) -> str:
+    order = DEMO_ORDERS.get(str(args["order_id"]).upper(), {})
+    to = order.get("customer") or "the customer"
+    return f"Refund {_money(args['amount_cents'])} to {to} (order {args['order_id']})"
+
+
 class ConversationState(State):
     messages: Annotated[list[dict[str, Any]], add_messages] = []
 
 
 @tool
-def lookup_order(order_id: str) -> dict[str, Any]:
+def lookup_order(order_id: OrderId) -> dict[str, Any]:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
     order = DEMO_ORDERS.get(order_id.upper())
     if order is None:
@@ -37,13 +53,16 @@ def lookup_order(order_id: str) -> dict[str, Any]:
         queue="refunds",
         decisions=(Decision.APPROVE, Decision.EDIT, Decision.REJECT, Decision.RESPOND),
         description=lambda a: (
-            f"Refund **${a['amount_cents'] / 100:,.2f}** to the customer of order `{a['order_id']}`."
+            f"Refund **{_money(a['amount_cents'])}** to the customer of order `{a['order_id']}`."
         ),
+        summary=_refund_summary,
+        render="tools/refund.html",
+        consequential=True,
     )
 )
 def issue_refund(
-    order_id: str,
-    amount_cents: Annotated[int, Field(gt=0, le=1_000_000, description="Amount in cents")],
+    order_id: OrderId,
+    amount_cents: Annotated[int, Field(gt=0, le=1_000_000, title="Amount", description="Amount in cents")],
     ctx: ToolContext,
 ) -> dict[str, Any]:
     """Refund money to the customer of an order. Moves money: a human approves it first."""
@@ -67,6 +86,8 @@ def issue_refund(
         queue="outreach",
         decisions=(Decision.APPROVE, Decision.EDIT, Decision.REJECT),
         description="Send an email to `{to}`.",
+        summary="Email {to}: “{subject}”",
+        render="tools/email.html",
     )
 )
 def send_email(

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core import signing
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -23,13 +24,21 @@ class InvalidRequest(Exception):
 
 DELAY_HEADER = "X-Gatehouse-Offline-Delay-Ms"
 MAX_DELAY_MS = 120_000
+# The endpoint is anonymous: a delay anyone could pick would hold a connection open for
+# free. A caller's delay counts only when signed with SECRET_KEY, as this installation's
+# workers sign theirs (a slow worker in a fault test).
+DELAY_SIGNER = signing.Signer(salt="gatehouse.offline-delay")
+
+
+def signed_delay(ms: int) -> str:
+    return DELAY_SIGNER.sign(str(ms))
 
 
 def delay_for(request: HttpRequest) -> int:
-    """The server's delay, or the caller's (a worker with OFFLINE_MODEL_DELAY_MS set) if longer."""
+    """The server's delay, or a signed caller's (a worker with OFFLINE_MODEL_DELAY_MS) if longer."""
     try:
-        asked = int(request.headers.get(DELAY_HEADER, "0"))
-    except ValueError:
+        asked = int(DELAY_SIGNER.unsign(request.headers.get(DELAY_HEADER, "")))
+    except (signing.BadSignature, ValueError):
         asked = 0
     return min(max(settings.OFFLINE_MODEL_DELAY_MS, asked), MAX_DELAY_MS)
 

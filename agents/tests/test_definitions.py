@@ -229,6 +229,16 @@ def test_upgrade_without_an_upgrade_function_names_the_missing_version() -> None
         Gappy.upgrade({}, from_version=1)
 
 
+def test_a_state_version_without_an_upgrade_from_each_older_version_fails_the_check() -> None:
+    class Gappy(State):
+        schema_version = 3
+        upgrades = {1: lambda values: values}
+
+    agent = Agent(name="gappy", state=Gappy, nodes={"echo": echo}, start="echo")
+
+    assert agent.definition_errors() == ["state schema_version 3 has no upgrades[2] (from version 2 to 3)"]
+
+
 # --- Registry -----------------------------------------------------------------------------
 
 

@@ -37,3 +37,37 @@ def test_a_step_longer_than_the_lease_still_holds_it_and_a_second_worker_is_kept
 
     row = Thread.objects.get(pk=thread_id)
     assert (row.lease_owner, row.lease_expires_at) == ("", None)
+
+
+def test_many_held_leases_are_renewed_by_one_heartbeat_thread_with_one_update() -> None:
+    import threading
+    from contextlib import ExitStack
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    ids = [
+        get_backend()
+        .create_thread(
+            thread_id=f"leased-{n}",
+            agent="refunds",
+            first=NewCheckpoint(values={}, source=CheckpointSource.INPUT, next=["model"]),
+            status=ThreadStatus.RUNNING,
+        )[0]
+        .id
+        for n in range(20)
+    ]
+    with ExitStack() as stack:
+        assert all(stack.enter_context(held_lease(thread_id=t, owner=f"w-{t}", ttl_s=0.6)) for t in ids)
+        time.sleep(1.5)  # more than two leases
+        rows = Thread.objects.filter(pk__in=ids)
+        assert all(r.lease_expires_at is not None and r.lease_expires_at > timezone.now() for r in rows)
+        beating = [t for t in threading.enumerate() if t.name.startswith("lease")]
+        assert len(beating) == 1
+
+        from agents.lease import _heartbeat
+
+        with CaptureQueriesContext(connection) as queries:
+            _heartbeat.renew()
+        assert len([q for q in queries if q["sql"].startswith("UPDATE")]) == 1
+    assert all(r.lease_owner == "" for r in Thread.objects.filter(pk__in=ids))

@@ -348,6 +348,22 @@ def test_endpoint_honours_the_delay() -> None:
     assert time.monotonic() - started >= 0.3
 
 
+def test_an_anonymous_caller_cannot_choose_a_delay_only_a_signed_worker_can() -> None:
+    from agents.offline.views import DELAY_HEADER, signed_delay
+
+    def took(header: str) -> float:
+        started = time.monotonic()
+        response = async_to_sync(AsyncClient().post)(
+            URL, {"messages": [user("hi")]}, content_type="application/json", headers={DELAY_HEADER: header}
+        )
+        assert response.status_code == 200
+        return time.monotonic() - started
+
+    assert took("120000") < 0.25  # unsigned: the server's own delay (0) applies
+    assert took(signed_delay(300) + "x") < 0.25  # a forged signature likewise
+    assert took(signed_delay(300)) >= 0.3
+
+
 # --- the real SDK over real HTTP --------------------------------------------------------------
 
 DELAY_MS = 1000

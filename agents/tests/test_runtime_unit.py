@@ -10,15 +10,17 @@ from functools import partial
 from typing import Annotated, Any
 
 import pytest
+from django.db import OperationalError
 
 from agents import llm
 from agents.examples.models import Refund
+from agents.gates import HumanDecision
 from agents.graph import Gate, Step, StepContext
 from agents.prebuilt import EXPIRED_PREFIX, REJECTED_PREFIX, ToolAgent
 from agents.registry import registry
-from agents.runtime import RESULT_PREFIX, _run_once, run_step
+from agents.runtime import RESULT_PREFIX, RETRYABLE, _run_once, run_step
 from agents.state import State, add_messages
-from agents.tools import Approval, tool
+from agents.tools import Approval, Decision, tool
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.backends.memory import MemoryBackend
@@ -128,7 +130,7 @@ def context(
     return StepContext(
         thread_id="thread-1",
         checkpoint_id="checkpoint-1",
-        decisions=decisions or {},
+        decisions={key: HumanDecision.from_write(d) for key, d in (decisions or {}).items()},
         run_once=dict_run_once({} if store is None else store),
     )
 
@@ -200,14 +202,19 @@ def test_model_is_asked_with_the_system_prompt_history_and_tool_schemas(
     assert [t["function"]["name"] for t in request["tools"]] == ["lookup_order", "issue_refund"]
 
 
-def test_a_gate_on_unparseable_arguments_keeps_the_raw_text(
+def test_unparseable_arguments_to_a_gated_tool_open_no_gate_and_the_model_hears_why(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script(monkeypatch, reply(llm.ToolCall(id="call_bad", name="issue_refund", arguments="{oops")))
+    bad = llm.ToolCall(id="call_bad", name="issue_refund", arguments="{oops")
+    script(monkeypatch, reply(bad))
 
     step = harness.agent.call_model(Chat(), context())
+    result = harness.agent.run_tools(state_after(bad), context())
 
-    assert step.gates[0].args == {"__raw__": "{oops"}
+    assert step.gates == []
+    assert tool_results(result)["call_bad"].startswith(
+        "Error: Invalid arguments for issue_refund: The arguments"
+    )
 
 
 # --- The tools node -----------------------------------------------------------------------
@@ -311,6 +318,20 @@ def test_a_gated_call_without_a_decision_refuses_to_run(harness: Harness) -> Non
     assert harness.refunds == []
 
 
+def test_a_gated_call_its_tool_refuses_opens_no_gate_and_tells_the_model_why(harness: Harness) -> None:
+    bad = llm.ToolCall(id="call_bad", name="issue_refund", arguments='{"order_id": "ORD-1001"}')
+    state = state_after(bad)
+
+    assert harness.agent.pending_gates(state, "tools") == []
+    step = harness.agent.run_tools(state, context())
+
+    assert harness.refunds == []
+    assert (
+        tool_results(step)["call_bad"]
+        == "Error: Invalid arguments for issue_refund: Amount cents is required"
+    )
+
+
 def test_an_unknown_tool_becomes_an_error_result(harness: Harness) -> None:
     call = llm.ToolCall(id="call_x", name="delete_everything", arguments="{}")
 
@@ -326,8 +347,21 @@ def test_edited_arguments_that_fail_the_schema_become_an_error_result(harness: H
 
     assert harness.refunds == []
     assert tool_results(step)["call_refund"].startswith(
-        "Error: Invalid arguments for issue_refund: amount_cents"
+        "Error: Invalid arguments for issue_refund: Amount cents must be a whole number"
     )
+
+
+def test_a_database_error_in_a_tool_is_raised_for_a_retry_never_read_by_the_model() -> None:
+    @tool
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        """Look up an order."""
+        raise OperationalError("canceling statement due to lock timeout")
+
+    agent = ToolAgent(name="unit-locked", state=Chat, tools=[lookup_order])
+
+    with pytest.raises(OperationalError):
+        agent.run_tools(state_after(lookup_call()), context())
+    assert issubclass(OperationalError, RETRYABLE)
 
 
 def test_a_rerun_with_the_same_run_once_store_does_not_run_the_tool_again(harness: Harness) -> None:
@@ -362,7 +396,7 @@ def test_a_rerun_after_a_crash_reuses_the_recorded_tool_result(
     harness: Harness, memory_backend: MemoryBackend
 ) -> None:
     checkpoint_id = start_thread(memory_backend)
-    decisions = {"call_refund": {"decision": "approve"}}
+    decisions = {"call_refund": HumanDecision(kind=Decision.APPROVE)}
 
     def ctx() -> StepContext:
         return StepContext(
@@ -443,6 +477,49 @@ def test_run_step_is_busy_while_another_worker_holds_the_lease(
     assert outcome.kind == "busy"
     assert model.requests == []
     assert memory_backend.get(thread_id="thread-1").id == head
+
+
+@pytest.mark.django_db
+def test_a_step_whose_lease_was_taken_over_during_its_model_call_does_not_commit(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(content="All done."))
+
+    def lease_lapses_and_is_taken(**kwargs: Any) -> llm.ModelReply:
+        # The heartbeat could not renew: the lease lapsed and a second worker claimed it.
+        memory_backend.hand_off(thread_id="thread-1", owner="w1")
+        assert memory_backend.claim(thread_id="thread-1", owner="w2", ttl_s=60)
+        return model(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", lease_lapses_and_is_taken)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "stale"
+    assert memory_backend.get(thread_id="thread-1").id == head  # the holder, w2, commits or nobody
+    assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.RUNNING
+
+
+@pytest.mark.django_db
+def test_a_committed_step_hands_its_lease_off_so_the_next_step_claims_it_at_once(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    script(monkeypatch, reply(lookup_call()))
+    claimed_by_next: list[bool] = []
+    release = memory_backend.release
+
+    def next_step_arrives_before_release(*, thread_id: str, owner: str) -> None:
+        claimed_by_next.append(memory_backend.claim(thread_id=thread_id, owner="w2", ttl_s=60))
+        release(thread_id=thread_id, owner=owner)
+
+    monkeypatch.setattr(memory_backend, "release", next_step_arrives_before_release)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1")
+
+    assert outcome.kind == "stepped"
+    assert claimed_by_next == [True]  # not busy, although w1 had not released yet
 
 
 @pytest.mark.django_db

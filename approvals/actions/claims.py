@@ -20,6 +20,10 @@ from approvals.actions.decisions import describe_closed
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, ApprovalStatus
 
+# One answer for "no such user" and "a user who may not decide this queue", so that the
+# reassign form cannot be used to find out which usernames exist.
+NO_SUCH_REVIEWER = "choose an active reviewer who may decide this queue"
+
 
 class ClaimConflict(Conflict):
     """Claimed by someone else, or no longer pending. HTTP 409."""
@@ -31,6 +35,7 @@ def check_may_claim(request_: ApprovalRequest, *, user: AbstractBaseUser) -> Non
 
 
 def _locked(request_id: int) -> ApprovalRequest:
+    """Lock the request; every permission and state check below reads this row."""
     request_ = (
         ApprovalRequest.objects.select_for_update(of=("self",))
         .select_related("claimed_by", "decided_by")
@@ -62,9 +67,10 @@ def _changed(request_: ApprovalRequest, *, actor: AbstractBaseUser | None, actio
 
 
 def do_claim(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
-    """Claim a pending request (or refresh one's own claim). Call after check_may_claim."""
+    """Claim a pending request (or refresh one's own claim) the user may decide, as it is now."""
     with transaction.atomic():
         request_ = _locked(request_id)
+        check_may_claim(request_, user=user)
         holder = request_.claimed_by
         if holder is not None and holder.pk != user.pk:
             raise ClaimConflict(f"Already claimed by {holder.get_username()}.")
@@ -97,7 +103,7 @@ def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUse
     with transaction.atomic():
         request_ = _locked(request_id)
         if not permissions.can_decide(to, request_.queue):
-            raise NotAllowed(f"{to.get_username()} may not decide requests in the {request_.queue!r} queue.")
+            raise InvalidInput({"to": NO_SUCH_REVIEWER})
         before = request_.claimed_by.get_username() if request_.claimed_by else ""
         _set_claim(request_, to, now=timezone.now())
         _changed(request_, actor=admin, action="claim.reassign", claimed_by=before, to=to.get_username())
@@ -107,14 +113,15 @@ def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUse
 def do_claim_op(request_: ApprovalRequest, *, user: AbstractBaseUser, op: str, to: str = "") -> None:
     """Claim, release or (admins) reassign to the user named `to`, as a form or the API asks."""
     if op == "claim":
-        check_may_claim(request_, user=user)
         do_claim(request_.pk, user=user)
     elif op == "release":
         do_release(request_.pk, user=user)
     elif op == "reassign":
+        if not permissions.can_manage_claims(user):
+            raise NotAllowed("Only admins can reassign requests.")
         target = get_user_model().objects.filter(username=to, is_active=True).first()
         if target is None:
-            raise InvalidInput({"to": "choose an active reviewer to reassign it to"})
+            raise InvalidInput({"to": NO_SUCH_REVIEWER})
         do_reassign(request_.pk, admin=user, to=target)
     else:
         raise InvalidInput({"op": "must be claim, release or reassign"})

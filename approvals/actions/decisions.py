@@ -7,18 +7,29 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from agents.actions import InvalidInput, do_record_decision, do_resume_after_gates
-from agents.prebuilt import ToolAgent
+from agents.actions import InvalidInput
 from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
 from approvals import events, permissions
 from approvals.actions.audit import do_audit, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.actions.signoffs import do_signoff, needs_signoffs
+from approvals.actions.undo import do_schedule_effect, do_take_effect_now
+from approvals.models import ApprovalRequest, ApprovalStatus, PolicyAction
+from approvals.policies import Rule
 from checkpoints.backends import get_backend
-from checkpoints.models import ThreadStatus
+from checkpoints.backends.base import ThreadData
 
-__all__ = ["DecisionConflict", "NotAllowed", "access_request", "check_decision", "do_decide"]
+__all__ = [
+    "DecisionConflict",
+    "NotAllowed",
+    "access_request",
+    "check_decision",
+    "check_may_decide",
+    "do_decide",
+    "do_decide_by_policy",
+    "lock_request",
+]
 
 STATUS_FOR = {
     Decision.APPROVE: ApprovalStatus.APPROVED,
@@ -43,6 +54,8 @@ def describe_closed(request_: ApprovalRequest, *, viewer: AbstractBaseUser | Non
         return f"This request is no longer current: {request_.status_reason or 'the thread moved on'}."
     if request_.status == ApprovalStatus.EXPIRED:
         return f"Nobody decided this in time; it was rejected automatically: {request_.status_reason}"
+    if request_.decided_by is None and request_.policy_name:
+        return f"This request was {request_.status} automatically by policy {request_.policy_label}."
     if request_.decided_by is None:
         return f"This request is {request_.status}."
     verb = {
@@ -71,15 +84,38 @@ def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalReques
     return request_
 
 
+def lock_request(request_id: int) -> tuple[ThreadData, ApprovalRequest]:
+    """Lock the request's thread, then the request (the lock order everywhere), and return both
+    as they are now: permissions and state are checked on these rows, never on earlier reads."""
+    thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
+    thread = get_backend().lock_thread(thread_id=thread_id)
+    request_ = (
+        ApprovalRequest.objects.select_for_update(of=("self",))
+        .select_related("decided_by", "claimed_by")
+        .get(pk=request_id)
+    )
+    return thread, request_
+
+
+def check_may_decide(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
+    if not permissions.can_decide(user, request_.queue):
+        raise NotAllowed(f"You may not decide requests in the {request_.queue!r} queue.")
+
+
 def check_decision(
     request_: ApprovalRequest, *, user: AbstractBaseUser, decision: str, args: Any = None, message: str = ""
 ) -> ValidDecision:
-    """Validate a decision against the request's allowed decisions and the tool's schema."""
-    if not permissions.can_decide(user, request_.queue):
-        raise NotAllowed(f"You may not decide requests in the {request_.queue!r} queue.")
+    """Validate a decision against the request's allowed decisions and the tool's schema.
+    do_decide checks the permission again on the locked row (an escalation may move it)."""
+    check_may_decide(request_, user=user)
     if decision not in request_.allowed_decisions:
         allowed = ", ".join(request_.allowed_decisions)
         raise InvalidInput({"decision": f"{decision!r} is not allowed here; choose one of: {allowed}"})
+    if args is not None and decision != Decision.EDIT:
+        # Ignoring them would run the call as proposed while the reviewer meant to change it.
+        raise InvalidInput(
+            {"args": f"arguments are only for an edit; {decision!r} runs or answers the call as proposed"}
+        )
     message = (message or "").strip()
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput({"message": f"is {len(message)} characters; the limit is {MAX_MESSAGE_CHARS}"})
@@ -88,12 +124,8 @@ def check_decision(
         raise InvalidInput({"message": f"write {what}"})
     valid_args = None
     if decision == Decision.EDIT:
-        agent = registry.get(request_.agent)
-        tool = agent.tool(request_.action) if isinstance(agent, ToolAgent) else None
-        if tool is None:
-            raise InvalidInput({"args": f"the tool {request_.action!r} no longer exists"})
         try:
-            valid_args = tool.validate_args(args if args is not None else {})
+            valid_args = registry.get(request_.agent).validate_edit(request_.action, args)
         except ToolArgumentsError as exc:
             raise InvalidInput(
                 {f"args.{k}" if k != "__all__" else "args": v for k, v in exc.errors.items()}
@@ -102,29 +134,35 @@ def check_decision(
 
 
 def do_decide(request_id: int, *, reviewer: AbstractBaseUser, valid: ValidDecision) -> ApprovalRequest:
-    """Store the decision; resume the thread when it was the last open one. Raise DecisionConflict
-    if someone else decided first or the thread moved on."""
+    """Store the decision; resume the thread when it was the last open one. Raise NotAllowed if
+    the reviewer may not decide the request's queue as it is now, DecisionConflict if someone
+    else decided first or the thread moved on."""
     with transaction.atomic():
         # Lock order everywhere: thread, then its requests (operators' edits take the same path).
-        thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
-        thread = get_backend().lock_thread(thread_id=thread_id)
-        request_ = (
-            ApprovalRequest.objects.select_for_update(of=("self",))
-            .select_related("decided_by", "claimed_by")
-            .get(pk=request_id)
-        )
+        thread, request_ = lock_request(request_id)
+        check_may_decide(request_, user=reviewer)
         if request_.is_pending and thread.head_id != str(request_.checkpoint_id):
             # Committed, not rolled back: the next reviewer sees why at once.
             supersede(request_, reason="the thread moved on to a newer checkpoint")
         if request_.is_claimed and request_.claimed_by_id != reviewer.pk:
             raise DecisionConflict(request_, claimed_message(request_))
+        if (
+            request_.is_pending
+            and needs_signoffs(request_)
+            and valid.decision in (Decision.APPROVE, Decision.EDIT)
+        ):
+            if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args):
+                return request_  # waits for more approvals
+            # Enough different reviewers approved the arguments as they stand (the last edit's).
+            valid = ValidDecision(
+                decision=Decision.EDIT if request_.decision_args is not None else Decision.APPROVE,
+                args=request_.decision_args,
+                message=valid.message,
+            )
         if request_.is_pending:
             _apply(request_, reviewer=reviewer, valid=valid)
-            open_left = ApprovalRequest.objects.filter(
-                checkpoint_id=request_.checkpoint_id, status=ApprovalStatus.PENDING
-            ).exists()
-            if not open_left and thread.status == ThreadStatus.WAITING:
-                do_resume_after_gates(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
+            # Recorded for the runtime, and the thread resumed, now or after the undo window.
+            do_schedule_effect(request_, thread=thread)
             return request_
     raise DecisionConflict(request_)
 
@@ -134,37 +172,51 @@ def claimed_message(request_: ApprovalRequest) -> str:
     return f"Claimed by {name}: ask them to release it, or an admin to reassign it."
 
 
-def _apply(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: ValidDecision) -> None:
+def do_decide_by_policy(request_: ApprovalRequest, *, rule: Rule) -> None:
+    """Approve or deny a just-opened request as its matching policy says, through the same path
+    as a reviewer's decision but with no undo window. Call inside the step's transaction with the
+    thread locked; the caller resumes the thread once every gate at the checkpoint is settled."""
+    approve = rule.action == PolicyAction.APPROVE
+    default = "Approved by policy" if approve else "Denied by policy"
+    valid = ValidDecision(
+        decision=Decision.APPROVE if approve else Decision.REJECT,
+        args=None,
+        message=rule.message or f"{default} {rule.label}.",
+    )
+    _apply(request_, reviewer=None, valid=valid, rule=rule)
+    do_take_effect_now(request_)
+
+
+def _apply(
+    request_: ApprovalRequest,
+    *,
+    reviewer: AbstractBaseUser | None,
+    valid: ValidDecision,
+    rule: Rule | None = None,
+) -> None:
     request_.status = STATUS_FOR[valid.decision]
     request_.decided_by = reviewer  # type: ignore[assignment]
     request_.decided_at = timezone.now()
     request_.decision_args = valid.args
     request_.decision_message = valid.message
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
-    request_.save(
-        update_fields=[
-            *("status", "decided_by", "decided_at", "decision_args", "decision_message"),
-            *("claimed_by", "claimed_at", "claim_active_at"),
-        ]
-    )
-    do_record_decision(
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        key=request_.key,
-        decision={
-            "decision": str(valid.decision),
-            "args": valid.args,
-            "message": valid.message,
-            "reviewer": reviewer.get_username(),
-        },
-    )
+    fields = [
+        *("status", "decided_by", "decided_at", "decision_args", "decision_message"),
+        *("claimed_by", "claimed_at", "claim_active_at"),
+    ]
+    facts: dict[str, Any] = {**request_facts(request_), "args": valid.args, "message": valid.message}
+    if rule is not None:
+        request_.policy_id, request_.policy_name, request_.policy_version = rule.id, rule.name, rule.version
+        fields += ["policy", "policy_name", "policy_version"]
+        facts["policy"] = {"id": rule.id, "name": rule.name, "version": rule.version}
+    request_.save(update_fields=fields)
     do_audit(
         actor=reviewer,
         action=f"decision.{valid.decision}",
         thread_id=request_.thread_id,
         checkpoint_id=str(request_.checkpoint_id),
         approval=request_,
-        data={**request_facts(request_), "args": valid.args, "message": valid.message},
+        data=facts,
     )
     ids = [request_.pk]
     events.on_commit(lambda: events.send_requests_closed(request_ids=ids))

@@ -10,15 +10,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.actions import do_record_decision, do_resume_after_gates
+from agents import gates
 from approvals import events
 from approvals.actions import notify
 from approvals.actions.audit import do_audit, request_facts
-from approvals.actions.decisions import supersede
+from approvals.actions.decisions import lock_request, supersede
+from approvals.actions.undo import do_take_effect_now
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
-from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
-from checkpoints.models import ThreadStatus
 
 
 def default_reason(after_s: float) -> str:
@@ -46,9 +45,7 @@ def do_expire_due(*, now: datetime | None = None, limit: int = 200) -> int:
 
 def _expire(request_id: int, *, now: datetime) -> bool:
     with transaction.atomic():
-        thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
-        thread = get_backend().lock_thread(thread_id=thread_id)
-        request_ = ApprovalRequest.objects.select_for_update(of=("self",)).get(pk=request_id)
+        thread, request_ = lock_request(request_id)
         if not request_.is_pending or request_.expires_at is None or request_.expires_at > now:
             return False  # decided or escalated since the query
         if thread.head_id != str(request_.checkpoint_id):
@@ -67,19 +64,9 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     request_.decided_at, request_.decision_message = timezone.now(), reason
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save()
-    decision = {"decision": "reject", "args": None, "message": reason, "reviewer": "system", "expired": True}
-    do_record_decision(
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        key=request_.key,
-        decision=decision,
-    )
+    do_take_effect_now(request_)
     _audit(request_, action="expiry.reject", facts=request_facts(request_), reason=reason)
-    open_left = ApprovalRequest.objects.filter(
-        checkpoint_id=request_.checkpoint_id, status=ApprovalStatus.PENDING
-    ).exists()
-    if not open_left and thread.status == ThreadStatus.WAITING:
-        do_resume_after_gates(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
+    gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
     ids = [request_.pk]
     events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
 

@@ -3,13 +3,16 @@
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
+from agents import gates as gate_protocol
 from agents.graph import Gate
 from approvals import events
 from approvals.actions import notify
 from approvals.actions.expiry import default_reason, describe_duration
-from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
+from approvals.actions.policy_gates import do_apply_policies
+from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
 from checkpoints.backends.base import CheckpointData
 
 
@@ -47,27 +50,51 @@ def do_open_requests(
                 description=gate.description,
                 queue=gate.approval.queue,
                 state_digest=checkpoint.digest,
+                consequential=gate.approval.consequential,
                 **_expiry_fields(gate),
             )
             for gate in gates
         ]
     )
-    ids = [r.pk for r in created]
-    events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
-    notify.notify_on_commit(event=notify.PENDING, request_ids=ids)
+    for request_ in created:
+        _link_to_original(request_)
+    if do_apply_policies(created, thread_id=thread_id, agent=agent):
+        gate_protocol.resume_if_decided(thread_id=thread_id, checkpoint_id=checkpoint.id)
+    ids = [r.pk for r in created if r.is_pending]
+    if ids:
+        events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
+        notify.notify_on_commit(event=notify.PENDING, request_ids=ids)
     return created
+
+
+def _link_to_original(request_: ApprovalRequest) -> None:
+    """A gate asked again (same thread, same call, after an edit or fork) points at the request
+    it replaces and keeps its place in the queue: the original's created_at."""
+    original = (
+        ApprovalRequest.objects.filter(
+            thread_id=request_.thread_id,
+            key=request_.key,
+            status=ApprovalStatus.SUPERSEDED,
+            replaced_by__isnull=True,
+        )
+        .exclude(pk=request_.pk)
+        .order_by("-id")
+        .first()
+    )
+    if original is None:
+        return
+    request_.supersedes, request_.created_at = original, original.created_at
+    ApprovalRequest.objects.filter(pk=request_.pk).update(supersedes=original, created_at=original.created_at)
 
 
 def do_supersede_requests(*, thread_id: str, reason: str) -> int:
     """Mark every pending request of the thread superseded. Call with the thread locked."""
-    ids = list(
-        ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).values_list(
-            "pk", flat=True
-        )
-    )
+    # Decisions still inside their undo window never took effect: withdrawn with the rest.
+    open_ = Q(status=ApprovalStatus.PENDING) | Q(status__in=DECIDED, undo_until__isnull=False)
+    ids = list(ApprovalRequest.objects.filter(open_, thread_id=thread_id).values_list("pk", flat=True))
     if ids:
         ApprovalRequest.objects.filter(pk__in=ids).update(
-            status=ApprovalStatus.SUPERSEDED, status_reason=reason[:300]
+            status=ApprovalStatus.SUPERSEDED, status_reason=reason[:300], undo_until=None
         )
         events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
     return len(ids)

@@ -1,8 +1,9 @@
 """Tell the configured notifiers about new pending requests and escalations.
 
 Notifications never block a run: they are enqueued after the commit (a broker failure is
-logged, not raised), and each (notifier, request) is its own Celery task that retries with
-backoff, so one slow or failing receiver delays nobody else.
+logged, not raised) on their own queue (NOTIFY_QUEUE), which the steps' workers do not consume,
+and each (notifier, request) is its own Celery task that retries with backoff, so one slow or
+failing receiver delays nobody else.
 """
 
 import uuid

@@ -79,6 +79,7 @@ def do_fork_thread(
 def do_continue_thread(thread_id: str, *, user: User, text: str) -> agent_actions.Written:
     """Add a user message to a finished thread."""
     _check_operator(user, "continue")
+    agent_actions.check_input_text(text)  # the same rule as at start, whichever way it came
     with transaction.atomic():
         written = agent_actions.do_continue(thread_id, text=text, actor=_actor(user))
         _audit_write(user, "thread.message", written)
@@ -90,11 +91,11 @@ def _audit_write(
 ) -> None:
     parent_values = written.previous.values
     if written.checkpoint.parent_id and written.checkpoint.parent_id != written.previous.id:
-        from checkpoints.backends import get_backend
+        from agents.loading import load_checkpoint
 
-        parent_values = (
-            get_backend().get(thread_id=written.thread.id, checkpoint_id=written.checkpoint.parent_id).values
-        )
+        thread, parent_id = written.thread, written.checkpoint.parent_id
+        parent = load_checkpoint(thread_id=thread.id, checkpoint_id=parent_id, agent=thread.agent)
+        parent_values = parent.values
     changes = diff_values(parent_values, written.checkpoint.values)
     do_audit(
         actor=user,

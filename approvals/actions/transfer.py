@@ -1,38 +1,57 @@
 """Export a thread (or one branch) as a JSON document, and import one into this installation:
-a production trace becomes a reproducible test case."""
+a production trace becomes a reproducible test case.
 
+An import never carries authority. The decisions a document lists were made (if at all)
+somewhere else, by people this installation cannot vouch for: they are kept as history on the
+thread (exported again, marked `imported`), never written where the runtime reads decisions.
+Every gate the imported head still needs is asked afresh here.
+"""
+
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from agents import signals
-from agents.actions import InvalidInput, check_state, do_record_decision
-from agents.graph import Agent
-from agents.registry import UnknownAgent, registry
-from agents.runtime import GATES_KEY, decisions_at
+from agents import gates as gate_protocol
+from agents.actions import InvalidInput, check_state
+from agents.gates import GATES_KEY
+from agents.graph import Agent, Gate
+from agents.registry import registry
 from approvals.actions.audit import do_audit
-from approvals.actions.decisions import STATUS_FOR
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.transfer_format import FORMAT, CheckpointDoc, ThreadDocument, parse_document
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
+from checkpoints.backends.base import CheckpointData, CheckpointNotFound, NewCheckpoint, ThreadData
+from checkpoints.ids import THREAD_ID_RULE, is_valid_thread_id
 from checkpoints.models import Thread, ThreadStatus
 
-FORMAT = "gatehouse.thread/1"
+HISTORY_KEY = "imported_decisions"
+"""Checkpoint metadata: the decisions an imported document listed there, for the record only."""
+TERMINAL = (ThreadStatus.DONE, ThreadStatus.CANCELLED)
 
 
 def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any]:
-    """Every checkpoint (or only branch's ancestors), the decisions taken, and the schema version."""
+    """Every checkpoint (or only branch's ancestors), the decisions taken, and the schema version.
+    Raise CheckpointNotFound for a branch that is not a checkpoint of the thread."""
     backend = get_backend()
-    checkpoints = list(reversed(backend.list(thread_id=thread.id)))  # oldest first: parents before children
+    # Parents before children: a child's step is its parent's plus one.
+    checkpoints = sorted(backend.list(thread_id=thread.id), key=lambda c: c.step)
     if branch:
         keep = _ancestors({c.id: c for c in checkpoints}, branch)
+        if not keep:
+            raise CheckpointNotFound(thread.id, branch)
         checkpoints = [c for c in checkpoints if c.id in keep]
     ids = {c.id for c in checkpoints}
-    decisions = (
+    requests = (
         ApprovalRequest.objects.filter(thread=thread).select_related("decided_by").order_by("created_at")
     )
+    history = [
+        {**record, "checkpoint_id": c.id, "imported": True}
+        for c in checkpoints
+        for record in c.metadata.get(HISTORY_KEY, [])
+    ]
     return {
         "format": FORMAT,
         "exported_at": timezone.now().isoformat(),
@@ -41,9 +60,10 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
             "agent": thread.agent,
             "status": thread.status,
             "head": branch or (str(thread.head_id) if thread.head_id else None),
+            "offline_model": bool(thread.metadata.get("offline_model")),
         },
         "checkpoints": [_checkpoint(c) for c in checkpoints],
-        "decisions": [_decision(r) for r in decisions if str(r.checkpoint_id) in ids],
+        "decisions": history + [_decision(r) for r in requests if str(r.checkpoint_id) in ids],
     }
 
 
@@ -90,126 +110,146 @@ class InvalidExport(ValueError):
     """The document cannot be imported; nothing was written."""
 
 
-def check_import(document: Any) -> dict[str, Any]:
-    """Validate an export's shape and every state against its agent; return the document."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise InvalidExport(f"not a Gatehouse thread export (expected format {FORMAT!r})")
+@dataclass(frozen=True)
+class ValidImport:
+    """A document checked against its agent, ready to write under thread_id."""
+
+    document: ThreadDocument
+    agent: Agent
+    thread_id: str
+    checkpoints: list[tuple[CheckpointDoc, dict[str, Any]]]
+    """Parents first, the head last; each with its values upgraded and validated."""
+
+
+def check_import(document: Any, *, thread_id: str | None) -> ValidImport:
+    """Validate a whole export (shape, tree, every state against its agent) and the id to
+    import it under. Raise InvalidExport with a readable message."""
     try:
-        agent = registry.get(document["thread"]["agent"])
-        checkpoints = document["checkpoints"]
-        ids = {c["id"] for c in checkpoints}
-        roots = [c for c in checkpoints if c["parent_id"] not in ids]
-        for c in checkpoints:
-            check_state(agent, agent.state.upgrade(c["values"], from_version=c["schema_version"]))
-    except (KeyError, TypeError, UnknownAgent, InvalidInput) as exc:
+        doc = parse_document(document)
+    except ValueError as exc:
         raise InvalidExport(f"invalid export: {exc}") from exc
-    if len(roots) != 1 or document["thread"]["head"] not in ids:
+    new_id = thread_id if thread_id is not None else doc.thread.id
+    if not is_valid_thread_id(new_id):
+        what = "thread_id" if thread_id is not None else "thread.id (import it under ?thread_id=)"
+        raise InvalidExport(f"invalid {what}: {THREAD_ID_RULE}")
+    if doc.thread.agent not in registry.names():
+        raise InvalidExport(f"invalid export: unknown agent {doc.thread.agent!r}")
+    agent = registry.get(doc.thread.agent)
+    return ValidImport(
+        document=doc,
+        agent=agent,
+        thread_id=new_id,
+        checkpoints=[(c, _checked_values(c, agent)) for c in doc.parents_first()],
+    )
+
+
+def _checked_values(c: CheckpointDoc, agent: Agent) -> dict[str, Any]:
+    where = f"invalid export: checkpoint {c.id}"
+    unknown = [n for n in [c.node, *c.next] if n and n not in agent.nodes]
+    if unknown:
+        raise InvalidExport(f"{where}: {agent.name} has no node {unknown[0]!r}")
+    if c.schema_version > agent.state.schema_version:
         raise InvalidExport(
-            "invalid export: it needs exactly one root checkpoint and its head among the checkpoints"
+            f"{where}: schema version {c.schema_version} is newer than this installation's "
+            f"{agent.state.schema_version}"
         )
-    return document
+    try:
+        values = agent.state.upgrade(dict(c.values), from_version=c.schema_version)
+        return check_state(agent, values)
+    except InvalidInput as exc:
+        raise InvalidExport(f"{where}: {exc}") from exc
+    except Exception as exc:  # an agent's upgrade function meeting data it never expected
+        raise InvalidExport(f"{where}: cannot upgrade its values: {type(exc).__name__}: {exc}") from exc
 
 
-def do_import_thread(
-    document: dict[str, Any], *, thread_id: str | None, user: AbstractBaseUser | AnonymousUser | None
-) -> ThreadData:
-    """Recreate an exported thread (checkpoints as a tree, decisions as writes). An active thread
-    arrives paused, or waiting when its head has open gates (asked afresh here). Audited as
-    `user` (None: the command line)."""
-    agent = registry.get(document["thread"]["agent"])
-    ordered = _parents_first(document["checkpoints"], head=document["thread"]["head"])
+def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUser | None) -> ThreadData:
+    """Recreate an exported thread (checkpoints as a tree with their times, decisions as history).
+    A thread that can still run arrives with the gates its head needs asked afresh (waiting),
+    else paused. Audited as `user` (None: the command line). Raise ThreadExists if the id is taken."""
+    doc, agent, new_id = valid.document, valid.agent, valid.thread_id
+    history = _history(doc)
     backend = get_backend()
-    new_id = thread_id or document["thread"]["id"]
     with transaction.atomic():
-        _, first = backend.create_thread(
+        (root, root_values), *rest = valid.checkpoints
+        _, head = backend.create_thread(
             thread_id=new_id,
             agent=agent.name,
             status=ThreadStatus.PAUSED,
-            first=_new(ordered[0], agent),
-            metadata={"imported_from": document["thread"]["id"]},
+            first=_new(root, root_values, agent, history=history),
+            metadata={"imported_from": doc.thread.id, "offline_model": doc.thread.offline_model},
         )
-        mapped = {ordered[0]["id"]: first.id}
-        for c in ordered[1:]:
-            written = backend.put(
+        mapped = {root.id: head.id}
+        for c, values in rest:
+            head = backend.put(
                 thread_id=new_id,
-                parent_id=mapped[c["parent_id"]],
-                expected_head=mapped[_last(mapped)],
-                checkpoint=_new(c, agent),
+                parent_id=mapped[c.parent_id or ""],
+                expected_head=head.id,
+                checkpoint=_new(c, values, agent, history=history),
                 status=ThreadStatus.PAUSED,
             )
-            mapped[c["id"]] = written.id
-        _import_decisions(document, thread_id=new_id, mapped=mapped)
-        _settle(new_id, agent=agent, exported_status=document["thread"]["status"])
+            mapped[c.id] = head.id
+        _settle(new_id, agent=agent, head=head, exported_status=doc.thread.status)
         thread = backend.get_thread(thread_id=new_id)
         do_audit(
             actor=user,
             action="thread.import",
             thread_id=new_id,
             checkpoint_id=thread.head_id or "",
-            data={"imported_from": document["thread"]["id"], "checkpoints": len(ordered)},
+            data={
+                "imported_from": doc.thread.id,
+                "checkpoints": len(valid.checkpoints),
+                "decisions_kept_as_history": sum(len(h) for h in history.values()),
+            },
         )
     return thread
 
 
-def _parents_first(checkpoints: list[dict[str, Any]], *, head: str) -> list[dict[str, Any]]:
-    # The head is a leaf: putting it last leaves the imported head where it was.
-    by_step = sorted(checkpoints, key=lambda c: (c["step"], c["created_at"]))
-    return [c for c in by_step if c["id"] != head] + [c for c in by_step if c["id"] == head]
+def _history(doc: ThreadDocument) -> dict[str, list[dict[str, Any]]]:
+    """The document's decisions by checkpoint, as records (a pending request decided nothing)."""
+    history: dict[str, list[dict[str, Any]]] = {}
+    for d in doc.decisions:
+        if d.status != ApprovalStatus.PENDING:
+            record = d.model_dump(mode="json", exclude={"checkpoint_id", "imported"})
+            history.setdefault(d.checkpoint_id, []).append(record)
+    return history
 
 
-def _last(mapped: dict[str, str]) -> str:
-    return next(reversed(mapped))
-
-
-def _new(c: dict[str, Any], agent: Agent) -> NewCheckpoint:
+def _new(
+    c: CheckpointDoc, values: dict[str, Any], agent: Agent, *, history: dict[str, list[dict[str, Any]]]
+) -> NewCheckpoint:
+    # The keys the runtime and pages read are set here, never taken from the document.
+    gates = _gates(agent, values=values, next_nodes=c.next)
+    metadata = {k: v for k, v in c.metadata.items() if k not in (GATES_KEY, HISTORY_KEY)}
+    metadata.update(gate_protocol.gate_metadata(gates))
+    if c.id in history:
+        metadata[HISTORY_KEY] = history[c.id]
     return NewCheckpoint(
-        values=agent.state.upgrade(c["values"], from_version=c["schema_version"]),
-        source=c["source"],
-        next=list(c["next"]),
-        node=c["node"],
-        created_by=c["created_by"],
+        values=values,
+        source=c.source,
+        next=list(c.next),
+        node=c.node,
+        created_by=c.created_by,
         schema_version=agent.state.schema_version,
-        metadata=c.get("metadata") or {},
+        metadata=metadata,
+        created_at=c.created_at,
     )
 
 
-def _import_decisions(document: dict[str, Any], *, thread_id: str, mapped: dict[str, str]) -> None:
-    for d in document.get("decisions", []):
-        if d["status"] in STATUS_FOR.values() and d["checkpoint_id"] in mapped:
-            decision = {v: k for k, v in STATUS_FOR.items()}[d["status"]]
-            do_record_decision(
-                thread_id=thread_id,
-                checkpoint_id=mapped[d["checkpoint_id"]],
-                key=d["key"],
-                decision={
-                    "decision": str(decision),
-                    "args": d["decision_args"],
-                    "message": d["message"],
-                    "reviewer": d["decided_by"],
-                },
-            )
+def _gates(agent: Agent, *, values: dict[str, Any], next_nodes: list[str]) -> list[Gate]:
+    if not next_nodes:
+        return []
+    return agent.pending_gates(agent.state.model_validate(values), next_nodes[0])
 
 
-def _settle(thread_id: str, *, agent: Agent, exported_status: str) -> None:
+def _settle(thread_id: str, *, agent: Agent, head: CheckpointData, exported_status: str) -> None:
     backend = get_backend()
-    head = backend.get(thread_id=thread_id)
-    if exported_status in (ThreadStatus.DONE, ThreadStatus.CANCELLED, ThreadStatus.FAILED):
+    if exported_status in TERMINAL:
         backend.set_status(thread_id=thread_id, status=ThreadStatus(exported_status))
         return
-    open_keys = set(head.metadata.get(GATES_KEY, [])) - set(
-        decisions_at(thread_id=thread_id, checkpoint_id=head.id)
-    )
-    gates = (
-        [
-            g
-            for g in agent.pending_gates(agent.state.model_validate(head.values), head.next[0])
-            if g.key in open_keys
-        ]
-        if head.next
-        else []
-    )
+    gates = _gates(agent, values=head.values, next_nodes=head.next)
     if gates:
-        signals.gates_opened.send(
-            sender=Agent, thread_id=thread_id, agent=agent.name, checkpoint=head, gates=gates
-        )
+        # Waiting first: a policy that decides every gate as it opens resumes the thread.
         backend.set_status(thread_id=thread_id, status=ThreadStatus.WAITING)
+        gate_protocol.open_gates(thread_id=thread_id, agent=agent.name, checkpoint=head, gates=gates)
+    elif exported_status == ThreadStatus.FAILED:
+        backend.set_status(thread_id=thread_id, status=ThreadStatus.FAILED)

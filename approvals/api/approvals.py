@@ -1,13 +1,15 @@
 """Approval endpoints: list, decide, claim."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Router, Status
+from pydantic import Field
 
 from approvals import permissions
 from approvals.actions.claims import do_claim_op
 from approvals.actions.decisions import access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.undo import do_undo
 from approvals.api.base import Error
 from approvals.api.schemas import ApprovalOut, ClaimIn, DecisionIn
 from approvals.http import AuthedRequest
@@ -17,7 +19,11 @@ router = Router(tags=["approvals"])
 
 
 @router.get("/approvals", response={200: list[ApprovalOut], 400: Error})
-def list_approvals(request: AuthedRequest, status: str = "pending", queue: str = "") -> Any:
+def list_approvals(
+    request: AuthedRequest,
+    status: Annotated[str, Field(max_length=20)] = "pending",
+    queue: Annotated[str, Field(max_length=64)] = "",
+) -> Any:
     if status not in ApprovalStatus.values:
         return Status(400, {"detail": f"status must be one of: {', '.join(ApprovalStatus.values)}"})
     rows = permissions.visible_requests(request.user, ApprovalRequest.objects.filter(status=status))
@@ -46,6 +52,25 @@ def decide(request: AuthedRequest, approval_id: int, body: DecisionIn) -> Any:
     except Conflict as exc:
         return Status(409, {"detail": str(exc)})
     return ApprovalOut.from_request(decided)
+
+
+@router.post(
+    "/approvals/{approval_id}/undo",
+    response={200: ApprovalOut, 403: Error, 404: Error, 409: Error},
+)
+def undo(request: AuthedRequest, approval_id: int) -> Any:
+    """Return a decision to pending while its undo window (DECISION_UNDO_S) is open."""
+    try:
+        item = access_request(user=request.user, request_id=approval_id)
+    except ApprovalRequest.DoesNotExist:
+        return Status(404, {"detail": f"Approval request {approval_id} does not exist."})
+    try:
+        do_undo(item.pk, user=request.user)
+    except NotAllowed as exc:
+        return Status(403, {"detail": str(exc)})
+    except Conflict as exc:
+        return Status(409, {"detail": str(exc)})
+    return ApprovalOut.from_request(access_request(user=request.user, request_id=approval_id))
 
 
 @router.post(

@@ -1,34 +1,52 @@
 """The JSON API instance: bearer-token auth and error shapes. Routers live beside it by topic."""
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
 from agents.actions import InvalidInput, ThreadStateError
-from approvals.models import ApiToken
+from approvals.actions.tokens import access_token_user
 from checkpoints.backends.base import CheckpointError, HeadConflict
 
 
 class BearerToken(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        row = (
-            ApiToken.objects.select_related("user")
-            .filter(token_hash=ApiToken.hash_token(token), revoked_at__isnull=True, user__is_active=True)
-            .first()
-        )
-        if row is None:
+        user = access_token_user(token)
+        if user is None:
             return None
-        ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
-        request.user = row.user
-        return row.user
+        request.user = user
+        return user
 
 
-api = NinjaAPI(title="Gatehouse API", version="1", auth=BearerToken(), docs_url=None, urls_namespace="api")
+UNAUTHENTICATED = "Send a valid API token: 'Authorization: Bearer <token>'."
+
+
+def bearer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Guard the OpenAPI document like every operation: it maps the API for an attacker."""
+
+    @wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if BearerToken()(request) is None:
+            return JsonResponse({"detail": UNAUTHENTICATED}, status=401)
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+api = NinjaAPI(
+    title="Gatehouse API",
+    version="1",
+    auth=BearerToken(),
+    docs_url=None,
+    docs_decorator=bearer_required,
+    urls_namespace="api",
+)
 
 
 @api.exception_handler(NinjaValidationError)
@@ -60,9 +78,7 @@ def forbidden(request: HttpRequest, exc: PermissionError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return api.create_response(
-        request, {"detail": "Send a valid API token: 'Authorization: Bearer <token>'."}, status=401
-    )
+    return api.create_response(request, {"detail": UNAUTHENTICATED}, status=401)
 
 
 class Error(Schema):

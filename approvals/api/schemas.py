@@ -5,6 +5,7 @@ from typing import Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict
 
+from approvals.actions.signoffs import needs_signoffs, signoff_names
 from approvals.models import ApprovalRequest
 
 
@@ -26,6 +27,15 @@ class ApprovalOut(Schema):
     escalated_from: str
     expires_at: Any
     created_at: Any
+    undo_until: Any = None
+    """While set, the decision can be undone (POST …/undo) and has not taken effect."""
+    supersedes: int | None = None
+    consequential: bool = False
+    policy: str = ""
+    """The policy that decided, routed or required this request: "'small refunds' v3"."""
+    required_approvals: int = 1
+    approvals: list[str] = []
+    """Under a policy's require: who approved so far (the request waits for required_approvals)."""
 
     @staticmethod
     def from_request(r: ApprovalRequest) -> "ApprovalOut":
@@ -47,6 +57,12 @@ class ApprovalOut(Schema):
             escalated_from=r.escalated_from,
             expires_at=r.expires_at,
             created_at=r.created_at,
+            undo_until=r.undo_until,
+            supersedes=r.supersedes_id,
+            consequential=r.consequential,
+            policy=r.policy_label,
+            required_approvals=r.required_approvals,
+            approvals=signoff_names(r) if needs_signoffs(r) else [],
         )
 
 
@@ -59,6 +75,8 @@ class ThreadOut(Schema):
     pending_approvals: list[ApprovalOut]
     error: str
     offline_model: bool
+    tenant: str
+    """The thread's cross-thread store namespace: the tenant it started with, else agent:<agent>."""
     created_at: Any
     updated_at: Any
 
@@ -69,6 +87,8 @@ class StartThreadIn(Schema):
     agent: str
     input: str
     thread_id: str | None = None
+    tenant: str | None = None
+    """Whose cross-thread memory the thread's tools use (same rule as ids); default: its agent's."""
 
 
 class ClaimIn(Schema):

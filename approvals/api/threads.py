@@ -1,12 +1,14 @@
 """Thread endpoints: start, read."""
 
 from datetime import date
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Body, Query, Router, Status
 from ninja.errors import HttpError
+from pydantic import Field
 
-from agents.actions import InvalidInput, check_start_thread, do_start_thread
+from agents.actions import check_start_thread, do_start_thread
+from agents.loading import load_checkpoint
 from approvals import permissions, thread_access, thread_selectors
 from approvals.actions.threads import (
     access_thread,
@@ -29,11 +31,13 @@ from approvals.api.thread_schemas import (
 from approvals.http import AuthedRequest
 from approvals.models import ApprovalStatus
 from approvals.thread_selectors import ThreadFilters
-from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadExists
 from checkpoints.models import Thread
+from checkpoints.store import tenant_of
 
 router = Router(tags=["threads"])
+MAX_Q_CHARS = 200  # as the thread list page's search box; a longer search is a 400, not a slow scan
+MAX_OFFSET = 1_000_000_000  # far past any list anyone pages through; a bigint OFFSET would overflow
 
 
 def _access(request: AuthedRequest, thread_id: str) -> Thread:
@@ -51,12 +55,13 @@ def _thread_out(thread_id: str, request: AuthedRequest) -> ThreadOut:
         agent=thread.agent,
         status=thread.status,
         head=str(thread.head_id) if thread.head_id else None,
-        values=get_backend().get(thread_id=thread.id).values if thread.head_id else {},
+        values=load_checkpoint(thread_id=thread.id, agent=thread.agent).values if thread.head_id else {},
         pending_approvals=[
             ApprovalOut.from_request(r) for r in pending if permissions.can_see_queue(request.user, r.queue)
         ],
         error=thread.error,
         offline_model=bool(thread.metadata.get("offline_model")),
+        tenant=tenant_of(thread),
         created_at=thread.created_at,
         updated_at=thread.updated_at,
     )
@@ -66,12 +71,15 @@ def _thread_out(thread_id: str, request: AuthedRequest) -> ThreadOut:
 def start_thread(request: AuthedRequest, body: StartThreadIn) -> Any:
     if not permissions.can_start_threads(request.user):
         return Status(403, {"detail": "Only operators and admins may start threads."})
-    agent = check_start_thread(agent=body.agent, text=body.input, thread_id=body.thread_id)
+    agent = check_start_thread(
+        agent=body.agent, text=body.input, thread_id=body.thread_id, tenant=body.tenant
+    )
     try:
         thread = do_start_thread(
             agent=agent,
             text=body.input,
             thread_id=body.thread_id,
+            tenant=body.tenant,
             actor=f"user:{request.user.get_username()}",
         )
     except ThreadExists as exc:
@@ -87,14 +95,14 @@ def get_thread(request: AuthedRequest, thread_id: str) -> Any:
 @router.get("/threads", response={200: list[ThreadSummaryOut]})
 def list_threads(
     request: AuthedRequest,
-    agent: str = "",
-    status: str = "",
+    agent: Annotated[str, Field(max_length=100)] = "",
+    status: Annotated[str, Field(max_length=20)] = "",
     created_after: date | None = None,
     created_before: date | None = None,
-    decided_by: str = "",
-    q: str = "",
+    decided_by: Annotated[str, Field(max_length=150)] = "",
+    q: Annotated[str, Field(max_length=MAX_Q_CHARS)] = "",
     limit: int = 50,
-    offset: int = 0,
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Any:
     filters = ThreadFilters(
         agent=agent,
@@ -176,15 +184,14 @@ def fork(request: AuthedRequest, thread_id: str, body: ForkIn) -> Any:
 )
 def add_message(request: AuthedRequest, thread_id: str, body: MessageIn) -> Any:
     _access(request, thread_id)
-    if not body.input.strip():
-        raise InvalidInput({"input": "must not be empty"})
     do_continue_thread(thread_id, user=request.user, text=body.input)
     return _thread_out(thread_id, request)
 
 
 @router.get("/threads/{thread_id}/export", response={200: dict[str, Any], 404: Error})
 def export(request: AuthedRequest, thread_id: str, branch: str | None = None) -> Any:
-    """The thread (or the branch ending at `branch`) as a JSON document for import or replay_thread."""
+    """The thread (or the branch ending at `branch`) as a JSON document for import or replay_thread.
+    An unknown branch is a 404."""
     return export_thread(_access(request, thread_id), branch=branch)
 
 
@@ -196,8 +203,8 @@ def import_thread(
     if not thread_access.can_operate(request.user):
         return Status(403, {"detail": "Only operators and admins may import threads."})
     try:
-        document = check_import(body)
-        thread = do_import_thread(document, thread_id=thread_id, user=request.user)
+        valid = check_import(body, thread_id=thread_id)
+        thread = do_import_thread(valid, user=request.user)
     except InvalidExport as exc:
         return Status(400, {"detail": str(exc)})
     except ThreadExists as exc:

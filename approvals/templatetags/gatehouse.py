@@ -2,6 +2,8 @@ import json
 from typing import Any
 
 from django import template
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals import permissions
@@ -45,3 +47,77 @@ def actor(created_by: str) -> str:
 @register.filter
 def can_read_ledger(user: Any) -> bool:
     return permissions.can_read_ledger(user)
+
+
+@register.simple_tag
+def thread_link(thread_id: str, css: str = "") -> SafeString:
+    """A link to the thread's page, or its id as text when it cannot be a URL (a row stored
+    before ids were checked): one bad row must not break a page listing everyone's threads."""
+    try:
+        url = reverse("approvals:thread", args=[thread_id])
+    except NoReverseMatch:
+        return format_html(
+            '<span class="{}" title="this id cannot be opened as a page">{}</span>', css, thread_id
+        )
+    return format_html('<a class="{}" href="{}">{}</a>', css, url, thread_id)
+
+
+@register.simple_tag
+def safe_url(name: str, *args: Any) -> str:
+    """The URL, or "" when a stored id cannot be one (a row stored before ids were checked)."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return ""
+
+
+def _args(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+@register.filter
+def gate_summary(request_: Any) -> str:
+    """The request's one-line summary, as its tool declares it (or a generic one)."""
+    from approvals import presentation
+
+    return presentation.summary(agent=request_.agent, action=request_.action, args=_args(request_.args))
+
+
+@register.filter
+def gate_preview(request_: Any, args: Any = None) -> SafeString:
+    """The request's arguments (or `args`, e.g. the edited ones) as its tool renders them."""
+    from approvals import presentation
+
+    shown = _args(request_.args if args is None else args)
+    return presentation.preview(agent=request_.agent, action=request_.action, args=shown)
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    """`{{ notes|get_item:c.id }}`: a dict's value, or "" when absent."""
+    return mapping.get(key, "") if isinstance(mapping, dict) else ""
+
+
+@register.filter
+def ledger_facts(data: Any) -> list[dict[str, Any]]:
+    from approvals import presentation
+
+    return presentation.ledger_facts(data if isinstance(data, dict) else {})
+
+
+@register.filter
+def policy_note(item: Any) -> str:
+    """What a policy did to a request, in words: "approved automatically by policy 'small
+    refunds' v3", "1 of 2 approvals: rita", "routed here by policy 'big refunds' v1" ("" if none)."""
+    from approvals.actions.signoffs import describe_signoffs, needs_signoffs
+
+    if not getattr(item, "policy_name", ""):
+        return describe_signoffs(item) if item.is_pending and needs_signoffs(item) else ""
+    label = item.policy_label
+    if item.decided_by_id is None and item.is_decided:
+        return f"{item.status} automatically by policy {label}"
+    if item.is_pending and needs_signoffs(item):
+        return f"{describe_signoffs(item)} (policy {label})"
+    if item.is_pending and item.policy_id is not None:
+        return f"routed to {item.queue} by policy {label}"
+    return ""

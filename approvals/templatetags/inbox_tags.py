@@ -22,6 +22,12 @@ def ago(value: datetime | None) -> str:
 
 
 @register.filter
+def seconds_until(value: datetime | None) -> float:
+    """Seconds from now until value (0 once it has passed)."""
+    return max((value - timezone.now()).total_seconds(), 0.0) if value else 0.0
+
+
+@register.filter
 def within(value: datetime | None) -> str:
     """'in 4 hours', one unit only; 'any moment' once it has passed."""
     if value is None:

@@ -1,11 +1,14 @@
 """Claiming: claim, release, idle expiry, admin reassignment; each audited."""
 
+import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client, override_settings
 from django.utils import timezone
 
+from agents.actions import InvalidInput
 from approvals.actions.claims import (
     ClaimConflict,
     check_may_claim,
@@ -115,7 +118,7 @@ def test_an_admin_reassigns_to_a_reviewer_who_may_decide_the_queue() -> None:
     request_ = make_gate()
     do_claim(request_.pk, user=rita)
 
-    with pytest.raises(NotAllowed, match="sam may not decide requests in the 'refunds' queue"):
+    with pytest.raises(InvalidInput, match="choose an active reviewer who may decide this queue"):
         do_reassign(request_.pk, admin=ada, to=sam)
     with pytest.raises(NotAllowed, match="Only admins"):
         do_reassign(request_.pk, admin=rita, to=rita)
@@ -166,6 +169,31 @@ def test_the_api_claims_releases_and_reassigns_and_shows_who_holds_a_request() -
     assert api(ada).get("/api/approvals", {"queue": "refunds"}).json()[0]["claimed_by"] == "sam"
     bad = api(ada).post(url, {"op": "reassign", "to": "nobody"}, content_type="application/json")
     assert bad.status_code == 400 and "to" in bad.json()["errors"]
+
+
+def test_a_reassign_answers_alike_for_an_unknown_user_and_one_who_may_not_decide_the_queue() -> None:
+    from approvals.actions.tokens import do_create_token
+
+    ada = make_user("ada", "admin")
+    make_user("sam", "reviewer", queues=("outreach",))  # real, but not in refunds' team
+    make_user("rita", "reviewer", queues=("refunds",))
+    request_ = make_gate()
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=ada)}"})
+    page = Client()
+    page.force_login(ada)
+    url = f"/api/approvals/{request_.pk}/claim"
+
+    def answers(to: str) -> tuple[Any, ...]:
+        by_api = api.post(url, {"op": "reassign", "to": to}, content_type="application/json")
+        by_page = page.post(
+            f"/approvals/{request_.pk}/claim/", {"op": "reassign", "to": to}, headers={"HX-Request": "true"}
+        )
+        page_text = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", by_page.content.decode())
+        return by_api.status_code, by_api.json(), by_page.status_code, page_text
+
+    assert answers("sam") == answers("nobody")
+    assert answers("sam")[0] == 400
+    assert claimed_by(request_) is None
 
 
 def test_the_api_refuses_unknown_fields_instead_of_ignoring_them() -> None:

@@ -149,8 +149,11 @@ def test_a_malformed_decision_body_is_a_clear_400() -> None:
     assert "decision" in response.json()["errors"]
 
 
-def test_the_openapi_document_lists_the_api() -> None:
-    paths = Client().get("/api/openapi.json").json()["paths"]
+def test_the_openapi_document_needs_a_token_and_lists_the_api() -> None:
+    anonymous = Client().get("/api/openapi.json")
+    paths = api(do_create_token(user=make_user("rita", "reviewer"))).get("/api/openapi.json").json()["paths"]
+
+    assert anonymous.status_code == 401 and "Bearer" in anonymous.json()["detail"]
 
     assert {
         "/api/threads",

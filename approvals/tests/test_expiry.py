@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from agents.runtime import decisions_at
+from agents.gates import decisions_at
 from agents.tools import Expiry
 from approvals import selectors
 from approvals.actions.decisions import DecisionConflict, check_decision, do_decide
@@ -58,8 +58,8 @@ def test_auto_reject_feeds_the_reason_to_the_agent_resumes_and_is_audited(gate_w
     decision = decisions_at(thread_id=request_.thread_id, checkpoint_id=str(request_.checkpoint_id))[
         request_.key
     ]
-    assert decision["decision"] == "reject"
-    assert decision["message"] == "Refunds need a decision within the hour."
+    assert decision.kind == "reject"
+    assert decision.message == "Refunds need a decision within the hour."
     assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
     event = AuditEvent.objects.get()
     assert (event.action, event.actor_name, event.data["args_seen"]) == (

@@ -219,3 +219,24 @@ def test_a_reviewer_reads_only_threads_in_their_queues() -> None:
 
     assert client.get(f"/api/threads/{request_.thread_id}").status_code == 200
     assert [t["id"] for t in client.get("/api/threads").json()] == [request_.thread_id]
+
+
+@pytest.mark.parametrize(
+    ("verb", "said"),
+    [
+        ("pause", "Thread paused between steps."),
+        ("resume", "Thread resumed."),
+        ("cancel", "Thread cancelled."),
+    ],
+)
+def test_the_thread_page_says_what_the_operator_did_in_words(verb: str, said: str) -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    client = Client()
+    client.force_login(olga)
+    if verb == "resume":
+        do_control(request_.thread_id, user=olga, verb="pause")
+
+    response = client.post(f"/threads/{request_.thread_id}/control/{verb}/", follow=True)
+
+    assert [str(m) for m in response.context["messages"]] == [said]

@@ -8,12 +8,14 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from agents.actions import InvalidInput, ThreadStateError, replay_warnings
-from approvals import thread_access, thread_selectors
+from agents.actions import InvalidInput, ThreadStateError, check_state, replay_warnings
+from agents.registry import registry
+from approvals import effects, thread_access, thread_selectors
 from approvals.actions.threads import NotAllowed, access_thread, do_fork_thread
 from approvals.http import AuthedRequest
 from approvals.thread_forms import parse_state
 from checkpoints.backends.base import CheckpointError
+from checkpoints.diff import diff_values
 from checkpoints.models import Thread
 
 
@@ -37,8 +39,9 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
         "state": thread_selectors.pretty(item.values),
         "changes": thread_selectors.diff_against_parent(item),
         "warnings": replay_warnings(thread.id, checkpoint_id=item.id),
+        "thread_effects": effects.thread_effects(thread.id),
         "can_operate": thread_access.can_operate(request.user),
-        "history": thread_selectors.history(thread),
+        **thread_selectors.history_context(thread),
         "text": thread_selectors.pretty(item.values),
     }
     if request.method == "POST":
@@ -49,10 +52,19 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
 def _fork(
     request: AuthedRequest, thread: Thread, checkpoint_id: str, context: dict[str, Any]
 ) -> HttpResponse:
+    """Two steps: preview (what the edits change, what may run again), then confirm. The state
+    in the form is what the fork starts from: edited, it is used; unchanged, the origin's."""
     context["text"] = request.POST.get("values", context["text"])
     try:
-        values = parse_state(context["text"]) if request.POST.get("edit") else None
-        do_fork_thread(thread.id, user=request.user, checkpoint_id=checkpoint_id, values=values)
+        values = parse_state(context["text"])
+        edited = values != context["item"].values
+        if not request.POST.get("confirm"):
+            check_state(registry.get(thread.agent), values)
+            context["preview"] = {"edited": edited, "changes": diff_values(context["item"].values, values)}
+            return render(request, "approvals/checkpoint.html", context)
+        do_fork_thread(
+            thread.id, user=request.user, checkpoint_id=checkpoint_id, values=values if edited else None
+        )
     except NotAllowed as exc:
         raise PermissionDenied(str(exc)) from exc
     except InvalidInput as exc:
@@ -61,7 +73,8 @@ def _fork(
     except ThreadStateError as exc:
         context["errors"] = {"status": str(exc)}
         return render(request, "approvals/checkpoint.html", context, status=409)
-    messages.success(request, "Forked: a new branch starts here and the thread runs on from it.")
+    said = "with your edits" if edited else "as it was"
+    messages.success(request, f"Forked {said}: a new branch starts here and the thread runs on from it.")
     return redirect("approvals:thread", thread_id=thread.id)
 
 

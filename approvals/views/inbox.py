@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict
@@ -9,12 +10,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from agents.actions import InvalidInput
 from approvals import permissions, roles, selectors
 from approvals.actions.claims import do_claim_op, do_touch_claim
-from approvals.actions.decisions import access_request, check_decision, do_decide
+from approvals.actions.decisions import ValidDecision, access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.standing import check_standing, do_create_standing, parse_until
+from approvals.actions.undo import do_undo
 from approvals.forms import InboxFilterForm, args_from_post, edit_fields
 from approvals.http import AuthedRequest
 from approvals.models import ApprovalRequest
@@ -31,6 +35,7 @@ def inbox(request: AuthedRequest) -> HttpResponse:
         form=form,
         query=request.GET.copy() if valid else QueryDict(),
         can_claim=roles.is_reviewer(request.user),
+        undo_s=settings.DECISION_UNDO_S,
     )
     return render(request, "approvals/inbox.html", context, status=200 if valid else 400)
 
@@ -56,7 +61,8 @@ def decision(request: AuthedRequest, pk: int) -> HttpResponse:
         do_touch_claim(item.pk, user=request.user)
     context.update(selectors.status_context(item, request.user))
     context.update(selectors.neighbours(request.user, item), **selectors.proposal_context(item))
-    context.update(selectors.thread_context(item.thread_id))
+    context.update(selectors.thread_context(item.thread_id), **selectors.record_context(item, request.user))
+    context["undo_s"] = settings.DECISION_UNDO_S
     template = "approvals/decision.html#panel" if request.htmx else "approvals/decision.html"
     return render(request, template, context, status=context.get("status", 200))
 
@@ -65,11 +71,15 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
     """Apply the POSTed decision; return error context, or None on success."""
     choice = request.POST.get("decision", "")
     args = args_from_post(item, request.POST) if choice == "edit" else None
+    scope = request.POST.get("standing", "")
     try:
         valid = check_decision(
             item, user=request.user, decision=choice, args=args, message=request.POST.get("message", "")
         )
-        do_decide(item.pk, reviewer=request.user, valid=valid)
+        if scope:
+            _decide_and_stand(request, item, valid=valid, scope=scope)
+        else:
+            do_decide(item.pk, reviewer=request.user, valid=valid)
     except NotAllowed as exc:
         return {"error": str(exc), "status": 403}
     except InvalidInput as exc:
@@ -86,6 +96,38 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
         return {"error": str(exc), "status": 409}
     messages.success(request, f"Decision recorded: {choice} {item.action}.")
     return None
+
+
+def _decide_and_stand(
+    request: AuthedRequest, item: ApprovalRequest, *, valid: ValidDecision, scope: str
+) -> None:
+    """Approve, and approve the tool (or these arguments) for the rest of the thread."""
+    if valid.decision != "approve":
+        raise InvalidInput({"standing": "a standing decision goes with an approval"})
+    until = parse_until(request.POST.get("until", ""))
+    when = check_standing(item, user=request.user, scope=scope, until=until)
+    # Not one transaction: do_decide commits what it must even when it refuses (a superseded
+    # request); it raises then, so no standing decision follows a decision that was not made.
+    do_decide(item.pk, reviewer=request.user, valid=valid)
+    do_create_standing(item, reviewer=request.user, scope=scope, when=when, until=until)
+
+
+@require_POST
+def undo(request: AuthedRequest, pk: int) -> HttpResponse:
+    """Take back a decision inside its undo window; answer with the decision panel."""
+    item = _item_or_404(request, pk)
+    try:
+        do_undo(item.pk, user=request.user)
+        messages.success(request, "Decision undone: the request is pending again.")
+    except NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except Conflict as exc:
+        messages.error(request, str(exc))
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("approvals:decision", args=[item.pk])
+    # htmx (a panel a push rendered has no CSRF field; htmx sends the header): reload the page.
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
 @require_POST
@@ -114,5 +156,6 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
     context = {**selectors.status_context(item, request.user), "claim_error": error, "user": request.user}
     if request.htmx.target == f"approval-{item.pk}":
         context["can_claim"] = roles.is_reviewer(request.user)
+        selectors.with_first_messages([item])
         return render(request, "approvals/inbox.html#row", context, status=status)
     return render(request, "approvals/decision.html#status", context, status=status)

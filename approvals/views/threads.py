@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents.actions import InvalidInput, ThreadStateError, check_start_thread, do_start_thread
 from agents.registry import registry
 from approvals import permissions, selectors, thread_access, thread_selectors
+from approvals.actions.standing import access_standing, do_revoke_standing
 from approvals.actions.threads import (
     NotAllowed,
     access_thread,
@@ -20,10 +21,16 @@ from approvals.actions.threads import (
     do_edit_state,
 )
 from approvals.http import AuthedRequest
+from approvals.models import Policy
 from approvals.thread_forms import ThreadFilterForm, parse_state
 from checkpoints.models import Thread
 
 PAGE_SIZE = 50
+DONE_MESSAGES = {
+    "pause": "Thread paused between steps.",
+    "resume": "Thread resumed.",
+    "cancel": "Thread cancelled.",
+}
 
 
 def _thread_or_404(request: AuthedRequest, thread_id: str) -> Thread:
@@ -39,9 +46,11 @@ def threads(request: AuthedRequest) -> HttpResponse:
         raise PermissionDenied
     form = ThreadFilterForm(request.GET)
     page = Paginator(thread_selectors.filtered_threads(request.user, form.filters()), PAGE_SIZE)
+    shown = page.get_page(request.GET.get("page"))
+    shown.object_list = thread_selectors.annotate_page(list(shown.object_list))
     context: dict[str, Any] = {
         "filter_form": form,
-        "page": page.get_page(request.GET.get("page")),
+        "page": shown,
         "query": request.GET.copy(),
         "agents": registry.all(),
         "can_start": permissions.can_start_threads(request.user),
@@ -56,15 +65,23 @@ def threads(request: AuthedRequest) -> HttpResponse:
 def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
     if not context["can_start"]:
         raise PermissionDenied
+    tenant = request.POST.get("tenant", "").strip() or None  # blank: the agent's shared memory
     try:
         agent = check_start_thread(
-            agent=request.POST.get("agent", ""), text=request.POST.get("input", ""), thread_id=None
+            agent=request.POST.get("agent", ""),
+            text=request.POST.get("input", ""),
+            thread_id=None,
+            tenant=tenant,
         )
     except InvalidInput as exc:
         context.update(errors=exc.errors, form=request.POST)
         return render(request, "approvals/threads.html", context, status=400)
     thread = do_start_thread(
-        agent=agent, text=request.POST["input"], thread_id=None, actor=f"user:{request.user.get_username()}"
+        agent=agent,
+        text=request.POST["input"],
+        thread_id=None,
+        tenant=tenant,
+        actor=f"user:{request.user.get_username()}",
     )
     return redirect("approvals:thread", thread_id=thread.id)
 
@@ -72,10 +89,22 @@ def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
 def thread_detail(request: AuthedRequest, thread_id: str) -> HttpResponse:
     thread = _thread_or_404(request, thread_id)
     context = selectors.thread_context(thread.id)
-    context.update(
-        history=thread_selectors.history(thread), can_operate=thread_access.can_operate(request.user)
-    )
+    context.update(thread_selectors.side_context(thread, request.user))
     return render(request, "approvals/thread.html", context)
+
+
+@require_POST
+def revoke_standing(request: AuthedRequest, thread_id: str, pk: int) -> HttpResponse:
+    thread = _thread_or_404(request, thread_id)
+    try:
+        standing = access_standing(user=request.user, thread_id=thread.id, policy_id=pk)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from exc
+    except Policy.DoesNotExist as exc:
+        raise Http404("No such standing decision on this thread.") from exc
+    do_revoke_standing(standing, actor=request.user)
+    messages.success(request, f"Revoked: {standing.name}. Calls of {standing.tool} go to a person again.")
+    return redirect("approvals:thread", thread_id=thread.id)
 
 
 @require_POST
@@ -85,7 +114,7 @@ def control(request: AuthedRequest, thread_id: str, verb: str) -> HttpResponse:
         raise Http404("No such action.")
     try:
         do_control(thread.id, user=request.user, verb=verb)
-        messages.success(request, f"Thread {verb}d." if verb != "pause" else "Thread paused between steps.")
+        messages.success(request, DONE_MESSAGES[verb])
     except NotAllowed as exc:
         raise PermissionDenied(str(exc)) from exc
     except ThreadStateError as exc:

@@ -88,6 +88,8 @@ class NewCheckpoint:
     """Who caused it: 'worker:<host>' or 'user:<username>'."""
     schema_version: int = 1
     metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    """When it was made, if not now: an import keeps the exported times."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,8 @@ class BaseCheckpointBackend:
         status: ThreadStatus,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[ThreadData, CheckpointData]:
-        """Create a thread with its first checkpoint as head. Raise ThreadExists if taken."""
+        """Create a thread with its first checkpoint as head. Raise ThreadExists if taken, and
+        InvalidThreadId if thread_id breaks checkpoints.ids' rule (callers check it first)."""
         raise NotImplementedError("subclasses of BaseCheckpointBackend must provide create_thread()")
 
     def get_thread(self, *, thread_id: str) -> ThreadData:
@@ -235,6 +238,18 @@ class BaseCheckpointBackend:
 
     def release(self, *, thread_id: str, owner: str) -> None:
         raise NotImplementedError("subclasses of BaseCheckpointBackend must provide release()")
+
+    def hand_off(self, *, thread_id: str, owner: str) -> bool:
+        """Let owner's lease lapse now, keeping owner's name on it; return whether owner held it.
+
+        A step calls it in its commit: the next step may claim the thread at once, and until
+        owner releases it (after sending that step) the reconciler can tell a worker that died
+        before sending it."""
+        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide hand_off()")
+
+    def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
+        """Extend the unexpired leases these owners still hold by ttl_s, in one write; return how many."""
+        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide renew()")
 
     def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
         """Record a unit of work's result; return False (keeping the first) if already recorded."""

@@ -32,6 +32,7 @@ from checkpoints.backends.base import (
 from checkpoints.backends.memory_store import MemoryStoreMixin
 from checkpoints.backends.records import layout_of, new_summary, open_checkpoint, with_values
 from checkpoints.digest import canonical_json
+from checkpoints.ids import check_thread_id
 from checkpoints.models import ThreadStatus
 from checkpoints.storage.crypto import current_sealer
 from checkpoints.storage.layout import Layout, plan_write
@@ -69,7 +70,7 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             parent_id=parent.summary.id if parent else None,
             step=parent.summary.step + 1 if parent else 0,
             plan=plan,
-            created_at=timezone.now(),
+            created_at=new.created_at or timezone.now(),
         )
         values = self._values.setdefault(thread_id, {})
         for row in plan.rows:
@@ -93,6 +94,7 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
         status: ThreadStatus,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[ThreadData, CheckpointData]:
+        check_thread_id(thread_id)
         with self._lock:
             if thread_id in self._threads:
                 raise ThreadExists(thread_id)
@@ -200,6 +202,21 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
         with self._lock:
             if self._leases.get(thread_id, ("", 0.0))[0] == owner:
                 del self._leases[thread_id]
+
+    def hand_off(self, *, thread_id: str, owner: str) -> bool:
+        with self._lock:
+            if self._leases.get(thread_id, ("", 0.0))[0] != owner:
+                return False
+            self._leases[thread_id] = (owner, time.monotonic())
+            return True
+
+    def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
+        with self._lock:
+            now = time.monotonic()
+            held = {t: o for t, (o, expires) in self._leases.items() if o in set(owners) and expires > now}
+            for thread_id, owner in held.items():
+                self._leases[thread_id] = (owner, time.monotonic() + ttl_s)
+            return len(held)
 
     def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
         data = current_sealer().seal(canonical_json(value))

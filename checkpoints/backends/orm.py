@@ -6,6 +6,7 @@ and a load reads the checkpoint row plus one recursive query for all its values.
 
 import json
 import uuid
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from checkpoints.backends.orm_retention import OrmRetentionMixin
 from checkpoints.backends.orm_store import OrmStoreMixin
 from checkpoints.backends.records import layout_of, new_summary, open_checkpoint, with_values
 from checkpoints.digest import canonical_json
+from checkpoints.ids import check_thread_id
 from checkpoints.models import Checkpoint, PendingWrite, Thread, ThreadStatus
 from checkpoints.storage.cache import LayoutCache
 from checkpoints.storage.crypto import current_sealer
@@ -78,6 +80,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         status: ThreadStatus,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[ThreadData, CheckpointData]:
+        check_thread_id(thread_id)
         summary, layout, plan_rows, refs = self._prepare(thread_id=thread_id, parent=None, new=first)
         try:
             with transaction.atomic():
@@ -128,6 +131,19 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def release(self, *, thread_id: str, owner: str) -> None:
         Thread.objects.filter(pk=thread_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
+    def hand_off(self, *, thread_id: str, owner: str) -> bool:
+        held = Thread.objects.filter(pk=thread_id, lease_owner=owner)
+        return bool(held.update(lease_expires_at=timezone.now()))
+
+    def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
+        if not owners:
+            return 0
+        now = timezone.now()
+        # A lapsed lease (handed off, or taken over since) is not revived.
+        return Thread.objects.filter(lease_owner__in=owners, lease_expires_at__gte=now).update(
+            lease_expires_at=now + timedelta(seconds=ttl_s)
+        )
+
     def delete_thread(self, *, thread_id: str) -> None:
         with transaction.atomic():
             if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
@@ -176,7 +192,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
             parent_id=parent.checkpoint_id if parent else None,
             step=parent.step + 1 if parent else 0,
             plan=plan,
-            created_at=timezone.now(),
+            created_at=new.created_at or timezone.now(),
         )
         return summary, layout_of(summary, plan), plan.rows, plan.fields_json
 

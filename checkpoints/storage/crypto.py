@@ -59,6 +59,24 @@ class Sealer:
         except InvalidToken as exc:
             raise SealError("the data failed decryption (wrong key or tampered)") from exc
 
+    def seal_bytes(self, plain: bytes) -> bytes:
+        return plain if self._fernet is None else self._fernet.encrypt(plain)
+
+    def open_bytes(self, stored: bytes) -> bytes:
+        """Decrypt a token from seal_bytes; other bytes pass through (callers' plaintext never
+        begins with the token prefix: checkpoints.langgraph prefixes a serde type name)."""
+        return self._open_token(stored) if stored.startswith(TOKEN_PREFIX.encode()) else stored
+
+    def _open_token(self, stored: bytes) -> bytes:
+        if self._fernet is None:
+            raise ImproperlyConfigured(
+                "stored checkpoint data is encrypted but CHECKPOINT_ENCRYPTION_KEY is not set"
+            )
+        try:
+            return self._fernet.decrypt(stored)
+        except InvalidToken as exc:
+            raise SealError("the data failed decryption (wrong key or tampered)") from exc
+
     def open_all(self, stored: list[str]) -> list[str]:
         """Decrypt what is encrypted; plaintext passes through (a list without a copy)."""
         if self._fernet is None and not any(map(str.startswith, stored, repeat(TOKEN_PREFIX))):

@@ -6,6 +6,7 @@ topics live in their own modules (storage, retention, the store, encryption).
 """
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from checkpoints.backends.base import (
     ThreadExists,
     ThreadNotFound,
 )
+from checkpoints.ids import InvalidThreadId
 from checkpoints.models import CheckpointSource, ThreadStatus
 from checkpoints.tests.contract_encryption import EncryptionContract
 from checkpoints.tests.contract_retention import RetentionContract
@@ -57,6 +59,28 @@ class ThreadsContract(Hooks):
         assert excinfo.value.thread_id == THREAD
         assert backend.get_thread(thread_id=THREAD).agent == "refunds"
         assert ids(backend.list(thread_id=THREAD)) == [first.id]
+
+    def test_create_thread_refuses_an_id_that_breaks_the_rule_and_writes_nothing(self, backend: Any) -> None:
+        with pytest.raises(InvalidThreadId):
+            start(backend, thread_id="a/b")
+
+        with pytest.raises(ThreadNotFound):
+            backend.get_thread(thread_id="a/b")
+
+    def test_a_checkpoint_written_with_a_time_keeps_it(self, backend: Any) -> None:
+        then = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+        _, first = start(backend)
+
+        written = backend.put(
+            thread_id=THREAD,
+            parent_id=first.id,
+            expected_head=first.id,
+            checkpoint=new({"n": 1}, created_at=then),
+            status=ThreadStatus.RUNNING,
+        )
+
+        assert written.created_at == then
+        assert backend.get(thread_id=THREAD, checkpoint_id=written.id).created_at == then
 
     # --- get ----------------------------------------------------------------------------
 

@@ -10,10 +10,12 @@ import json
 import os
 import shutil
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,6 +25,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.models import Count
+from django.utils.timezone import now
 
 from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
@@ -44,7 +47,20 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--threads", type=int, default=500)
-        parser.add_argument("--workers", type=int, default=4, help="worker processes (concurrency 1 each)")
+        parser.add_argument(
+            "--workers", type=int, default=1, help="step worker processes, each as `serve` starts it"
+        )
+        parser.add_argument(
+            "--pool",
+            default=settings.STEP_POOL,
+            help="the step workers' pool (STEP_POOL); prefork runs concurrency 1 per process",
+        )
+        parser.add_argument(
+            "--model-delay-ms",
+            type=int,
+            default=settings.OFFLINE_MODEL_DELAY_MS,
+            help="every model call takes this long (OFFLINE_MODEL_DELAY_MS)",
+        )
         parser.add_argument("--database", default="gatehouse_bench_load", help="database to create")
         parser.add_argument("--redis-db", type=int, default=13, help="db of REDIS_URL's server to use")
         parser.add_argument(
@@ -58,9 +74,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         private = options["private_redis"] or settings.REDIS_EMBEDDED
         with bench_database(options["database"]), bench_redis(options["redis_db"], private) as redis_url:
+            os.environ["OFFLINE_MODEL_DELAY_MS"] = str(options["model_delay_ms"])  # for the workers
+            # Resume latency is from a decision taking effect, not from the click: no undo window.
+            os.environ["DECISION_UNDO_S"] = "0"
             result = run(
                 threads=options["threads"],
                 workers=options["workers"],
+                pool=options["pool"],
+                model_delay_ms=options["model_delay_ms"],
                 redis_url=redis_url,
                 timeout=options["timeout"],
             )
@@ -113,7 +134,9 @@ def bench_redis(db: int, private: bool) -> Iterator[str]:
             shutil.rmtree(settings.VAR_DIR / f"redis-{port}", ignore_errors=True)
 
 
-def run(*, threads: int, workers: int, redis_url: str, timeout: float) -> dict[str, Any]:
+def run(
+    *, threads: int, workers: int, pool: str, model_delay_ms: int, redis_url: str, timeout: float
+) -> dict[str, Any]:
     from django.contrib.auth.models import User
 
     from tests.live import LiveServices, free_port, live_env
@@ -125,8 +148,7 @@ def run(*, threads: int, workers: int, redis_url: str, timeout: float) -> dict[s
     services = LiveServices(url=f"http://127.0.0.1:{port}", env={**env, "DB_CONN_MAX_AGE": "0"})
     try:
         services.start_web(port)
-        for n in range(workers):
-            services.start_worker(f"bench-{n + 1}", {"DB_CONN_MAX_AGE": "60"}, concurrency=1, timeout=60)
+        procs = start_workers(services, workers=workers, pool=pool)
         user = User.objects.create_superuser("bench", password=uuid.uuid4().hex)
         api = httpx.Client(
             base_url=f"{services.url}/api",
@@ -134,10 +156,110 @@ def run(*, threads: int, workers: int, redis_url: str, timeout: float) -> dict[s
             timeout=60,
             limits=httpx.Limits(max_connections=HTTP_CLIENTS),
         )
-        with api:
-            return measure(api, threads=threads, workers=workers, timeout=timeout)
+        with api, Sampler(procs) as sampler:
+            result = measure(api, threads=threads, workers=workers, timeout=timeout)
+        return {
+            **result,
+            "pool": pool,
+            **ideal(result, model_delay_ms=model_delay_ms),
+            **sampler.peaks(),
+        }
     finally:
         services.stop_all()
+
+
+def start_workers(services: Any, *, workers: int, pool: str) -> list[Any]:
+    """The step workers and the resume worker, configured as `serve` starts them."""
+    from agents.management.commands.serve import child_env
+
+    env = {"DB_CONN_MAX_AGE": "60", **(child_env("worker") if pool == "threads" else {})}
+    concurrency = settings.STEP_CONCURRENCY if pool == "threads" else 1
+    procs = [
+        services.start_worker(f"bench-{n + 1}", env, concurrency=concurrency, pool=pool, timeout=60)
+        for n in range(workers)
+    ]
+    if settings.RESUME_QUEUE:
+        resume = {"DB_CONN_MAX_AGE": "60", **child_env("resume")}
+        procs.append(
+            services.start_worker(
+                "bench-resume",
+                resume,
+                concurrency=settings.RESUME_CONCURRENCY,
+                pool="threads",
+                queue=settings.RESUME_QUEUE,
+                timeout=60,
+            )
+        )
+    return procs
+
+
+def ideal(result: dict[str, Any], *, model_delay_ms: int) -> dict[str, Any]:
+    """The time to the gate if nothing but the model took time: its latency times the calls."""
+    ideal_s = round(result["model_calls_to_gate"] * model_delay_ms / 1000, 2)
+    return {
+        "model_delay_ms": model_delay_ms,
+        "to_gate_ideal_s": ideal_s,
+        "to_gate_ratio": round(result["to_gate_s"] / ideal_s, 2) if ideal_s else None,
+    }
+
+
+class Sampler:
+    """Peaks, sampled every 0.25 s: steps holding a lease, Postgres connections, worker RSS."""
+
+    def __init__(self, procs: list[Any]) -> None:
+        self.procs = procs
+        self.stop = threading.Event()
+        self.in_flight = self.connections = self.rss = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def run(self) -> None:
+        from django.db import connections
+
+        try:
+            while not self.stop.wait(0.25):
+                leased = Thread.objects.filter(lease_expires_at__gt=now()).count()
+                self.in_flight = max(self.in_flight, leased)
+                self.connections = max(self.connections, database_connections())
+                self.rss = max(self.rss, sum(rss_kb(proc.pid) for proc in self.procs))
+        finally:
+            connections.close_all()
+
+    def peaks(self) -> dict[str, Any]:
+        return {
+            "in_flight_peak": self.in_flight,
+            "db_connections_peak": self.connections if connection.vendor == "postgresql" else None,
+            "worker_rss_mb_peak": round(self.rss / 1024, 1),
+        }
+
+
+def database_connections() -> int:
+    """Every session on the bench's database (the bench's own two included)."""
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def rss_kb(pid: int) -> int:
+    """The resident memory of a process and the processes it forked (a prefork pool)."""
+    total = 0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    kids = [int(c) for c in children.read_text().split()] if children.exists() else []
+    for each in (pid, *kids):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) -> dict[str, Any]:
@@ -147,6 +269,7 @@ def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) ->
     waiting = wait_until(lambda: status_count("waiting") == threads, timeout=timeout)
     gated_s = time.monotonic() - started
     steps_gate = worker_steps()
+    gate_calls = Checkpoint.objects.filter(node="model", created_by__startswith="worker:").count()
 
     decided = time.monotonic()
     requests = list(ApprovalRequest.objects.filter(status="pending").values_list("pk", flat=True))
@@ -173,6 +296,7 @@ def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) ->
         "all_done": done,
         "to_done_after_decisions_s": round(finished_s, 2),
         "worker_steps": steps,
+        "model_calls_to_gate": round(gate_calls / max(threads, 1), 2),
         "steps_per_s": round(steps / (gated_s + finished_s), 1),
         "steps_per_s_per_core": round(steps / (gated_s + finished_s) / cores, 1),
         "steps_per_s_per_worker": round(steps / (gated_s + finished_s) / workers, 1),

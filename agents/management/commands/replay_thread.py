@@ -25,6 +25,8 @@ class Command(BaseCommand):
             raise CommandError(f"{file} is not a Gatehouse thread export: missing {exc}") from exc
         except UnknownAgent as exc:
             raise CommandError(str(exc)) from exc
+        except ValueError as exc:  # a state the agent cannot upgrade or validate
+            raise CommandError(f"{file} holds a state the agent cannot read: {exc}") from exc
         self.stdout.write(
             f"{report.agent}: replayed {report.replayed} model steps, {len(report.divergences)} diverged."
         )

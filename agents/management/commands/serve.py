@@ -1,8 +1,10 @@
 """`manage.py serve`: everything Gatehouse needs, in the foreground.
 
 Starts the embedded Redis (when no REDIS_URL is set), the web server (daphne), a Celery worker
-and Celery beat as child processes, prefixes their output, and stops them all on Ctrl-C or
-SIGTERM. If any child dies the rest are stopped and serve exits non-zero.
+for steps (STEP_POOL: threads on Postgres), one for steps resumed by people (RESUME_QUEUE), a
+thread-pool worker for notifications (NOTIFY_QUEUE) and Celery beat as child
+processes, prefixes their output, and stops them all on Ctrl-C or SIGTERM. If any child dies
+the rest are stopped and serve exits non-zero.
 """
 
 import os
@@ -21,7 +23,7 @@ from config import embedded_redis
 
 
 class Command(BaseCommand):
-    help = "Run the web server, a Celery worker and Celery beat (plus the embedded Redis if needed)."
+    help = "Run the web server, Celery workers and Celery beat (plus the embedded Redis if needed)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
@@ -38,7 +40,7 @@ class Command(BaseCommand):
             if settings.REDIS_EMBEDDED:
                 self.start_redis(settings.EMBEDDED_REDIS_PORT)
             for name, command in child_commands(port).items():
-                self.spawn(name, command)
+                self.spawn(name, command, child_env(name))
 
             announced = False
             while not stopping.wait(0.5):
@@ -66,8 +68,8 @@ class Command(BaseCommand):
         self.children["redis"] = process
         self.forward("redis", process)
 
-    def spawn(self, name: str, command: list[str]) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # so log lines arrive as they happen
+    def spawn(self, name: str, command: list[str], extra_env: dict[str, str]) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra_env}  # unbuffered: lines as they happen
         process = subprocess.Popen(
             command,
             env=env,
@@ -128,14 +130,50 @@ class Command(BaseCommand):
 def child_commands(port: int) -> dict[str, list[str]]:
     python = [sys.executable, "-m"]  # the same interpreter and venv as this process
     schedule = str(Path(settings.VAR_DIR) / "celerybeat-schedule")
-    return {
+    worker = [*python, "celery", "-A", "config", "worker", "-l", "info"]
+    worker += ["--without-gossip", "--without-mingle"]
+    commands = {
         "web": [*python, "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        "worker": [
-            *(*python, "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "2"),
-            *("--without-gossip", "--without-mingle"),
-        ],
+        "worker": [*worker, *step_worker_options()],
+        "resume": [*worker, "-n", "resume@%h", *resume_worker_options()],
+        "notify": [*worker, "-n", "notify@%h", *notify_worker_options()],
         "beat": [*python, "celery", "-A", "config", "beat", "-l", "info", "-s", schedule],
     }
+    if not settings.RESUME_QUEUE:  # resumed steps share the steps' queue
+        del commands["resume"]
+    if not settings.NOTIFY_QUEUE:  # notifications share the steps' queue and worker
+        del commands["notify"]
+    return commands
+
+
+def child_env(name: str) -> dict[str, str]:
+    """Thread-pool step workers share a bounded pool of Postgres connections."""
+    threaded = name == "resume" or (name == "worker" and settings.STEP_POOL == "threads")
+    if threaded and is_postgres():
+        size = settings.STEP_DB_POOL_SIZE if name == "worker" else settings.RESUME_DB_POOL_SIZE
+        return {"DB_POOL_MAX_SIZE": str(size)}
+    return {}
+
+
+def is_postgres() -> bool:
+    return bool(settings.DATABASES["default"]["ENGINE"].endswith("postgresql"))
+
+
+def step_worker_options() -> list[str]:
+    """The steps' queue and RESUME_QUEUE (CELERY_TASK_QUEUES), in STEP_POOL (docs/architecture.md)."""
+    return ["--pool", settings.STEP_POOL, "--concurrency", str(settings.STEP_CONCURRENCY)]
+
+
+def resume_worker_options() -> list[str]:
+    """RESUME_QUEUE only, with threads of its own: a person's step never waits behind new threads."""
+    threads = str(settings.RESUME_CONCURRENCY)
+    return ["-Q", settings.RESUME_QUEUE, "--pool", "threads", "--concurrency", threads]
+
+
+def notify_worker_options() -> list[str]:
+    """A worker for the notify queue only: threads, since a notification waits on a receiver."""
+    threads = str(settings.NOTIFY_CONCURRENCY)
+    return ["-Q", settings.NOTIFY_QUEUE, "--pool", "threads", "--concurrency", threads]
 
 
 def port_open(port: int) -> bool:

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.actions.transfer import export_thread
+from checkpoints.backends.base import CheckpointNotFound
 from checkpoints.models import Thread
 
 
@@ -21,6 +22,9 @@ class Command(BaseCommand):
             thread = Thread.objects.get(pk=thread_id)
         except Thread.DoesNotExist as exc:
             raise CommandError(f"No thread {thread_id!r}.") from exc
-        document = export_thread(thread, branch=branch)
+        try:
+            document = export_thread(thread, branch=branch)
+        except CheckpointNotFound as exc:
+            raise CommandError(str(exc)) from exc
         file.write_text(json.dumps(document, indent=2, ensure_ascii=False))
         self.stdout.write(f"Wrote {len(document['checkpoints'])} checkpoints to {file}.")

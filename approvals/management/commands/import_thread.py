@@ -17,8 +17,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, file: Path, thread_id: str | None, **options: Any) -> None:
         try:
-            document = check_import(json.loads(file.read_text()))
-            thread = do_import_thread(document, thread_id=thread_id, user=None)
-        except (OSError, json.JSONDecodeError, InvalidExport, ThreadExists) as exc:
+            valid = check_import(json.loads(file.read_text()), thread_id=thread_id)
+            thread = do_import_thread(valid, user=None)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, InvalidExport, ThreadExists) as exc:
             raise CommandError(f"Cannot import {file}: {exc}") from exc
         self.stdout.write(f"Imported thread {thread.id} ({thread.status}).")

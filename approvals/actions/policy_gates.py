@@ -1,0 +1,86 @@
+"""Policies at the gate: the first matching policy approves, denies, routes or requires N
+approvers for each request just opened. Runs inside the step's transaction."""
+
+import logging
+from typing import Any
+
+from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.decisions import do_decide_by_policy
+from approvals.effects import thread_effects
+from approvals.models import ApprovalRequest, PolicyAction
+from approvals.policies import Rule, effects_summary, first_match, gate_variables, rules_for
+from checkpoints.backends import get_backend
+
+log = logging.getLogger(__name__)
+
+
+def do_apply_policies(requests: list[ApprovalRequest], *, thread_id: str, agent: str) -> bool:
+    """Apply the first matching policy to each pending request; return True if any was decided
+    (the caller then resumes the thread once nothing at the checkpoint is left open)."""
+    decided = False
+    metadata: dict[str, Any] | None = None
+    for request_ in requests:
+        rules = rules_for(agent=agent, tool=request_.action, thread_id=thread_id)
+        if not rules:
+            continue
+        if metadata is None and _reads_thread(rules):
+            metadata = get_backend().get_thread(thread_id=thread_id).metadata or {}
+        rule = first_match(rules, variables=_variables(request_, agent=agent, metadata=metadata or {}))
+        if rule is None:
+            continue
+        decided |= _apply(request_, rule=rule)
+    return decided
+
+
+def _reads_thread(rules: list[Rule]) -> bool:
+    """Whether a condition reads the thread's metadata or tenant (a query; thread.id is known)."""
+    return any("thread" in r.when.replace("thread.id", "") for r in rules)
+
+
+def _variables(request_: ApprovalRequest, *, agent: str, metadata: dict[str, Any]) -> Any:
+    def build(with_effects: bool) -> dict[str, Any]:
+        done = (
+            [e.args for e in thread_effects(request_.thread_id) if e.request.action == request_.action]
+            if with_effects
+            else []
+        )
+        return gate_variables(
+            args=request_.args,
+            agent=agent,
+            tool=request_.action,
+            thread_id=request_.thread_id,
+            metadata=metadata,
+            effects=effects_summary(done, current=request_.args),
+        )
+
+    return build
+
+
+def _apply(request_: ApprovalRequest, *, rule: Rule) -> bool:
+    """Carry out the rule on the request; True if it decided it."""
+    if rule.action in (PolicyAction.APPROVE, PolicyAction.DENY):
+        do_decide_by_policy(request_, rule=rule)
+        return True
+    request_.policy_id, request_.policy_name, request_.policy_version = rule.id, rule.name, rule.version
+    fields = ["policy", "policy_name", "policy_version"]
+    if rule.action == PolicyAction.ROUTE:
+        request_.queue = rule.queue
+        fields.append("queue")
+    elif rule.action == PolicyAction.REQUIRE:
+        request_.required_approvals, request_.required_groups = rule.approvers, list(rule.groups)
+        fields += ["required_approvals", "required_groups"]
+    request_.save(update_fields=fields)
+    do_audit(
+        actor=None,
+        action=f"policy.{rule.action}",
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        approval=request_,
+        data={
+            **request_facts(request_),
+            "policy": {"id": rule.id, "name": rule.name, "version": rule.version},
+            "required": request_.required_approvals,
+            "groups": request_.required_groups,
+        },
+    )
+    return False

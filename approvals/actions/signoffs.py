@@ -1,0 +1,75 @@
+"""The two-person rule: a request a policy `require`s stays pending until N different reviewers
+approve the arguments as they stand. An edit restarts the count with the edited arguments."""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from approvals import events
+from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.models import ApprovalRequest, Signoff
+
+
+class AlreadySignedOff(Conflict):
+    """The reviewer already approved this request; another reviewer must. HTTP 409."""
+
+
+def needs_signoffs(request_: ApprovalRequest) -> bool:
+    return request_.required_approvals > 1 or bool(request_.required_groups)
+
+
+def signoff_names(request_: ApprovalRequest) -> list[str]:
+    """Who approved so far, in order."""
+    return [s.reviewer.get_username() for s in request_.signoffs.select_related("reviewer")]
+
+
+def describe_signoffs(request_: ApprovalRequest) -> str:
+    """'1 of 2 approvals: rita' (or '0 of 2 approvals')."""
+    names = signoff_names(request_)
+    text = f"{len(names)} of {request_.required_approvals} approvals"
+    return f"{text}: {', '.join(names)}" if names else text
+
+
+def check_may_sign(request_: ApprovalRequest, *, reviewer: AbstractBaseUser) -> None:
+    groups = request_.required_groups
+    if not groups or getattr(reviewer, "is_superuser", False):
+        return
+    if not reviewer.groups.filter(name__in=groups).exists():  # type: ignore[attr-defined]
+        raise NotAllowed(f"Approvals here must come from a member of: {', '.join(groups)}.")
+
+
+def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_args: Any) -> bool:
+    """Record the reviewer's approval (or edit); return True once enough reviewers approved.
+    Call with the thread and the request locked (lock_request), the request pending."""
+    check_may_sign(request_, reviewer=reviewer)
+    if edited_args is not None:
+        # Earlier approvals were of other arguments: they no longer count.
+        request_.signoffs.all().delete()
+        request_.decision_args = edited_args
+        request_.save(update_fields=["decision_args"])
+    elif request_.signoffs.filter(reviewer_id=reviewer.pk).exists():
+        raise AlreadySignedOff("You already approved this; it needs another reviewer's approval.")
+    Signoff.objects.create(request=request_, reviewer=reviewer, args=edited_args)  # type: ignore[misc]
+    count = request_.signoffs.count()
+    do_audit(
+        actor=reviewer,
+        action="decision.signoff",
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        approval=request_,
+        data={
+            **request_facts(request_),
+            "args": edited_args,
+            "approvals": count,
+            "required": request_.required_approvals,
+        },
+    )
+    if count >= request_.required_approvals:
+        return True
+    # Let the next reviewer take it: a claim would hold it for the one who already approved.
+    request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
+    request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
+    pk, queue = request_.pk, request_.queue
+    events.on_commit(lambda: events.send_request_changed(request_id=pk, queues=[queue]))  # show the count
+    return False

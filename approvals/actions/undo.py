@@ -1,0 +1,179 @@
+"""The undo window: a decision is stored at once but takes effect (is recorded for the runtime,
+and resumes the thread) only after DECISION_UNDO_S. Until then its reviewer may undo it.
+
+Both sides take the thread's row lock, then the requests': an undo at the last moment and the
+delayed take-effect serialize, and whichever commits first wins. The runtime reads decisions
+only from the checkpoint store, where a decision is written when it takes effect, so a gated
+tool can never run on a decision that was undone.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from agents import gates
+from agents.gates import HumanDecision
+from agents.tools import Decision
+from approvals import events, permissions
+from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import ThreadData
+
+log = logging.getLogger(__name__)
+
+
+class TooLateToUndo(Conflict):
+    """The decision already took effect, or the request was never decided. HTTP 409."""
+
+
+def do_schedule_effect(request_: ApprovalRequest, *, thread: ThreadData) -> None:
+    """Make a just-stored decision take effect now (no window) or once its window has passed.
+    Call inside the deciding transaction, with the thread and the request locked."""
+    window = float(settings.DECISION_UNDO_S)
+    if window <= 0:
+        _record(request_, decision=decision_of(request_))
+        gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
+        return
+    request_.undo_until = timezone.now() + timedelta(seconds=window)
+    request_.save(update_fields=["undo_until"])
+    _take_effect_later(checkpoint_id=str(request_.checkpoint_id), after_s=window)
+
+
+KIND_FOR = {
+    ApprovalStatus.APPROVED: Decision.APPROVE,
+    ApprovalStatus.EDITED: Decision.EDIT,
+    ApprovalStatus.REJECTED: Decision.REJECT,
+    ApprovalStatus.RESPONDED: Decision.RESPOND,
+    ApprovalStatus.EXPIRED: Decision.REJECT,
+}
+
+
+def decision_of(request_: ApprovalRequest) -> HumanDecision:
+    """The decided request as the agent receives it (agents.gates)."""
+    expired = request_.status == ApprovalStatus.EXPIRED
+    return HumanDecision(
+        kind=KIND_FOR[ApprovalStatus(request_.status)],
+        args=request_.decision_args,
+        message=request_.decision_message,
+        reviewer=request_.decided_by.get_username() if request_.decided_by else "",
+        expired=expired,
+        policy=request_.policy_label if request_.decided_by is None and request_.policy_name else "",
+    )
+
+
+def do_take_effect_now(request_: ApprovalRequest) -> None:
+    """Record an automatic decision for the runtime at once: a policy's decision has no undo
+    window. Call inside the deciding transaction with the thread locked; the caller resumes."""
+    _record(request_, decision=decision_of(request_))
+
+
+def do_take_effect(*, checkpoint_id: str) -> int:
+    """Record every decision at the checkpoint whose undo window has passed, and resume the
+    thread when nothing there is left open. Return how many took effect."""
+    thread_id = (
+        ApprovalRequest.objects.filter(checkpoint_id=checkpoint_id)
+        .values_list("thread_id", flat=True)
+        .first()
+    )
+    if thread_id is None:
+        return 0
+    with transaction.atomic():
+        thread = get_backend().lock_thread(thread_id=thread_id)
+        requests = list(
+            ApprovalRequest.objects.select_for_update(of=("self",))
+            .select_related("decided_by")
+            .filter(checkpoint_id=checkpoint_id, status__in=DECIDED, undo_until__isnull=False)
+        )
+        now, due = timezone.now(), 0
+        for request_ in requests:
+            if request_.undo_until and request_.undo_until > now:  # early (clocks): try again then
+                left = (request_.undo_until - now).total_seconds()
+                _take_effect_later(checkpoint_id=checkpoint_id, after_s=left)
+                continue
+            _record(request_, decision=decision_of(request_))
+            due += 1
+        if due:
+            gates.resume_if_decided(thread_id=thread.id, checkpoint_id=checkpoint_id)
+    return due
+
+
+def do_take_effect_due() -> int:
+    """The sweep's backstop (a delayed task lost with Redis): decisions past their window."""
+    checkpoints = set(
+        ApprovalRequest.objects.filter(
+            status__in=DECIDED, undo_until__isnull=False, undo_until__lte=timezone.now()
+        ).values_list("checkpoint_id", flat=True)[:500]
+    )
+    return sum(do_take_effect(checkpoint_id=str(c)) for c in checkpoints)
+
+
+def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
+    """Return a decided request to pending while its undo window is open; audit it."""
+    with transaction.atomic():
+        thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
+        get_backend().lock_thread(thread_id=thread_id)
+        request_ = (
+            ApprovalRequest.objects.select_for_update(of=("self",))
+            .select_related("decided_by")
+            .get(pk=request_id)
+        )
+        if (
+            request_.status not in DECIDED
+            or request_.undo_until is None
+            or request_.undo_until <= timezone.now()
+        ):
+            raise TooLateToUndo("Nothing to undo: no decision here is inside its undo window.")
+        if request_.decided_by_id != user.pk and not permissions.can_manage_claims(user):
+            raise NotAllowed("Only the reviewer who decided this (or an admin) can undo it.")
+        undone = {**request_facts(request_), "undone": request_.status, "args": request_.decision_args}
+        # Under the two-person rule the count restarts: the arguments approved may have been an edit.
+        request_.signoffs.all().delete()
+        request_.status, request_.undo_until = ApprovalStatus.PENDING, None
+        request_.decided_by, request_.decided_at = None, None
+        request_.decision_args, request_.decision_message = None, ""
+        request_.save()
+        do_audit(
+            actor=user,
+            action="decision.undo",
+            thread_id=request_.thread_id,
+            checkpoint_id=str(request_.checkpoint_id),
+            approval=request_,
+            data=undone,
+        )
+        ids = [request_.pk]
+        events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
+        events.on_commit(lambda: events.send_requests_closed(request_ids=ids))  # re-render its page
+    return request_
+
+
+def _record(request_: ApprovalRequest, *, decision: HumanDecision) -> None:
+    gates.record_decision(
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        key=request_.key,
+        decision=decision,
+    )
+    if request_.undo_until is not None:
+        request_.undo_until = None
+        request_.save(update_fields=["undo_until"])
+
+
+def _take_effect_later(*, checkpoint_id: str, after_s: float) -> None:
+    from approvals.tasks import take_effect_task
+
+    def enqueue() -> None:
+        try:
+            task = take_effect_task.s(checkpoint_id)
+            if settings.RESUME_QUEUE:  # a person's decision: ahead of new threads' steps
+                task = task.set(queue=settings.RESUME_QUEUE)
+            task.apply_async(countdown=after_s)
+        except Exception as exc:  # the sweep takes over
+            log.warning("could not schedule decisions at %s (%s); the sweep will", checkpoint_id, exc)
+
+    transaction.on_commit(enqueue)

@@ -1,0 +1,145 @@
+"""Inbox pushes whose database work does not grow with the number of open inboxes.
+
+An `inbox.changed` event names the requests that changed and the queues they touch. The first
+socket of a process to handle it loads those rows and every queue's counts (a few queries); the
+process's other sockets reuse them, and each distinct look of a row (claimed by the viewer or not,
+may claim, which queues' side effects the viewer sees) is rendered once. A socket then sends only
+what changes on its page: rows inserted in order, replaced or deleted (htmx out-of-band swaps),
+and its own counts. Call everything here from the database thread (database_sync_to_async): it
+is one thread per process, so the caches need no lock.
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from approvals import effects, selectors
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import INBOX_LIMIT, InboxFilter
+
+KEEP_EVENTS = 64  # events whose loaded rows stay cached for late sockets
+
+
+@dataclass
+class Change:
+    """What one event changed, as the database has it now."""
+
+    rows: dict[int, ApprovalRequest]  # the named requests still pending (closed or gone: absent)
+    counts: dict[str, tuple[int, int]]  # every queue's pending and claimed counts
+    html: dict[tuple[Any, ...], str] = field(default_factory=dict)  # rendered rows, by look
+    flagged: frozenset[str] | None = None  # whose "already done" flags the rows carry now
+
+
+_changes: "OrderedDict[str, Change]" = OrderedDict()
+
+
+def change_for(*, event_id: str, request_ids: list[int]) -> Change:
+    """The event's rows and counts, loaded by the first socket that asks."""
+    if event_id not in _changes:
+        pending = ApprovalRequest.objects.filter(pk__in=request_ids, status=ApprovalStatus.PENDING)
+        rows = list(pending.select_related("thread", "claimed_by"))
+        if rows:
+            selectors.with_first_messages(rows)
+        _changes[event_id] = Change(rows={r.pk: r for r in rows}, counts=selectors.pending_counts())
+        while len(_changes) > KEEP_EVENTS:
+            _changes.popitem(last=False)
+    return _changes[event_id]
+
+
+@dataclass
+class Viewer:
+    """Who a socket shows the inbox to, as of its connect or last periodic refresh."""
+
+    user: Any
+    closed: set[str]  # queues the user may not see
+    visible: set[str]  # known queues the user may see
+    can_claim: bool
+    can_read_ledger: bool
+
+
+def row_html(change: Change, item: ApprovalRequest, *, viewer: Viewer, oob: bool) -> str:
+    """The row as this viewer sees it, rendered once per distinct look."""
+    mine = item.claimed_by_id is not None and item.claimed_by_id == viewer.user.pk
+    closed = frozenset(viewer.closed)
+    key = (item.pk, mine, viewer.can_claim, closed, oob)
+    if key not in change.html:
+        if change.flagged != closed:  # "already done" depends on the queues one may see
+            effects.flag_done_outside(list(change.rows.values()), closed=set(closed))
+            change.flagged = closed
+        context = {"item": item, "user": viewer.user, "can_claim": viewer.can_claim, "row_oob": oob}
+        change.html[key] = render_to_string("approvals/inbox.html#row", context)
+    return change.html[key]
+
+
+@dataclass
+class InboxView:
+    """What one socket's page shows: its filters and the rows matching them, in inbox order."""
+
+    viewer: Viewer
+    filters: InboxFilter
+    query: QueryDict
+    order: dict[int, tuple[datetime, int]] = field(default_factory=dict)
+    complete: bool = False  # order holds every matching row: pushes may be applied as changes
+
+    def reset(self, items: list[ApprovalRequest], *, total: int) -> None:
+        """Remember a full render's rows."""
+        self.order = {i.pk: (i.created_at, i.pk) for i in items}
+        # Past the limit a removal brings in a row never rendered; an age filter lets rows in as
+        # time passes: both re-render from the database instead.
+        self.complete = total <= INBOX_LIMIT and not self.filters.min_age_s
+
+    def matches(self, item: ApprovalRequest) -> bool:
+        return (
+            item.queue not in self.viewer.closed
+            and (not self.filters.queue or item.queue == self.filters.queue)
+            and (not self.filters.agent or item.agent == self.filters.agent)
+        )
+
+    def apply(self, change: Change, request_ids: list[int]) -> str | None:
+        """The swaps that bring the page up to date, or None if only a full render can."""
+        was = self.order
+        now = dict(was)
+        for pk in request_ids:
+            item = change.rows.get(pk)
+            if item is not None and self.matches(item):
+                now[pk] = (item.created_at, item.pk)
+            else:
+                now.pop(pk, None)
+        if len(now) > INBOX_LIMIT:
+            return None
+        changed = set(request_ids)
+        parts = [
+            f'<div hx-swap-oob="delete:#approval-{pk}"></div>'
+            for pk in request_ids
+            if pk in was and pk not in now
+        ]
+        previous = None
+        for pk in sorted(now, key=now.__getitem__):
+            if pk in changed:
+                html = row_html(change, change.rows[pk], viewer=self.viewer, oob=pk in was)
+                if pk not in was:  # after the row before it, or first in the list
+                    where = f"afterend:#approval-{previous}" if previous else "afterbegin:#inbox-list"
+                    html = f'<div hx-swap-oob="{where}">{html}</div>'
+                parts.append(html)
+            previous = pk
+        self.order = now
+        return "".join(parts) + self.counts_html(change.counts, total=len(now))
+
+    def counts_html(self, counts: dict[str, tuple[int, int]], *, total: int) -> str:
+        queues = selectors.counts_seen(counts, visible=self.viewer.visible, closed=self.viewer.closed)
+        context = {
+            "oob": True,
+            "count": total,
+            "queues": queues,
+            "all_pending": sum(q.pending for q in queues),
+            "filters": self.filters,
+            "query": self.query,
+            "can_read_ledger": self.viewer.can_read_ledger,
+        }
+        return render_to_string("approvals/inbox.html#count", context) + render_to_string(
+            "approvals/inbox.html#queues", context
+        )

@@ -1,0 +1,227 @@
+"""Policies' CEL conditions: checked when saved, compiled once per text, evaluated at a gate.
+
+Conditions run in a CEL interpreter (`common-expression-language`), never Python `eval`: they
+read the variables below and nothing else. A condition that fails at evaluation (a missing
+field, a wrong type) does not match; it is logged and the next policy is tried.
+
+    args     the proposed arguments of the call
+    agent    the agent's name            tool    the gated tool's name
+    thread   {id, tenant, metadata}      now     the time (a CEL timestamp)
+    effects  this thread's completed calls of the tool: {count, sum: {arg: total}, args: [...]}
+"""
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import cel
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.utils import timezone
+
+from approvals import policy_cache
+from approvals.models import Policy, PolicyAction
+
+log = logging.getLogger(__name__)
+
+MAX_WHEN_CHARS = 2000
+MAX_APPROVERS = 10
+QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+VARIABLES = ("args", "agent", "tool", "thread", "effects", "now")
+
+
+@lru_cache(maxsize=4096)
+def compiled(when: str) -> Any:
+    """The compiled program of a condition (cached by its text: an edit compiles anew)."""
+    return cel.compile(when)
+
+
+def _sample_context() -> Any:
+    return cel.Context(
+        variables={
+            "args": {},
+            "agent": "",
+            "tool": "",
+            "thread": {"id": "", "tenant": "", "metadata": {}},
+            "effects": {"count": 0, "sum": {}, "args": []},
+            "now": timezone.now(),
+        }
+    )
+
+
+def condition_error(when: str) -> str:
+    """Why a condition cannot be used ("" when it can): a CEL syntax error, or a name that is
+    neither a variable above nor a CEL function."""
+    if not when.strip():
+        return "Write a condition; `true` matches every call."
+    if len(when) > MAX_WHEN_CHARS:
+        return f"The condition is {len(when)} characters; the limit is {MAX_WHEN_CHARS}."
+    try:
+        program = compiled(when)
+    except Exception as exc:
+        return f"CEL error: {exc}"
+    try:
+        program.execute(_sample_context())
+    except RuntimeError as exc:  # an unknown name; missing fields (KeyError) are fine here
+        if "Undefined variable or function" in str(exc):
+            return f"CEL error: {exc} The variables are: {', '.join(VARIABLES)}."
+    except Exception:  # a sample without fields may fail any other way
+        pass
+    return ""
+
+
+def check_policy_fields(*, when: str, action: str, queue: str, approvers: int) -> None:
+    """Raise ValidationError (by field) unless the policy can be saved as it is."""
+    errors: dict[str, str] = {}
+    if error := condition_error(when or ""):
+        errors["when"] = error
+    if action == PolicyAction.ROUTE and not QUEUE_NAME.match(queue or ""):
+        errors["queue"] = "Route needs a queue: lowercase letters, digits, '-' or '_'."
+    if action == PolicyAction.REQUIRE and not 1 <= (approvers or 0) <= MAX_APPROVERS:
+        errors["approvers"] = f"Require needs between 1 and {MAX_APPROVERS} approvers."
+    if errors:
+        raise ValidationError(errors)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A policy as it stands when a gate opens."""
+
+    id: int
+    name: str
+    version: int
+    when: str
+    action: str
+    queue: str
+    approvers: int
+    groups: tuple[str, ...]
+    message: str
+    agent: str = ""
+    thread_id: str = ""
+    until: datetime | None = None
+    order: int = 0
+    tool: str = ""
+    enabled: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"'{self.name}' v{self.version}"
+
+    def applies(self, *, agent: str, thread_id: str, now: datetime) -> bool:
+        """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside)."""
+        return (
+            self.agent in ("", agent)
+            and self.thread_id in ("", thread_id)
+            and (self.until is None or self.until > now)
+        )
+
+
+RULE_COLUMNS = (
+    *("id", "name", "version", "when", "action", "queue", "approvers", "message"),
+    *("agent", "thread_id", "until", "order"),
+)
+
+
+def rules_for(*, agent: str, tool: str, thread_id: str, now: datetime | None = None) -> list[Rule]:
+    """The enabled policies that apply to a call of `tool` by `agent` on the thread, in order."""
+    now = now or timezone.now()
+    return [r for r in tool_rules(tool) if r.applies(agent=agent, thread_id=thread_id, now=now)]
+
+
+def tool_rules(tool: str) -> list[Rule]:
+    """Every enabled policy of the tool, in order (standing decisions of all threads included):
+    cached in this process until a policy changes."""
+    return policy_cache.cached(tool, load=load_rules)
+
+
+def load_rules(tool: str) -> list[Rule]:
+    """Read the tool's enabled policies from the database, in order."""
+    rows = list(
+        Policy.objects.filter(enabled=True, tool=tool)
+        .filter(Q(until__isnull=True) | Q(until__gt=timezone.now()))  # expired standing decisions
+        .order_by("order", "id")
+        .values_list(*RULE_COLUMNS)
+    )
+    # Plain rows, not model instances: this runs at every gate. Groups only matter for require.
+    groups: dict[int, list[str]] = {}
+    required = [r[0] for r in rows if r[4] == PolicyAction.REQUIRE]
+    if required:
+        through = Policy.groups.through.objects.filter(policy_id__in=required)
+        for policy_id, name in through.values_list("policy_id", "group__name"):
+            groups.setdefault(policy_id, []).append(name)
+    return [
+        Rule(
+            id=pk,
+            name=name,
+            version=version,
+            when=when,
+            action=action,
+            queue=queue,
+            approvers=approvers,
+            groups=tuple(sorted(groups.get(pk, []))),
+            message=message,
+            agent=agent,
+            thread_id=thread_id,
+            until=until,
+            order=order,
+            tool=tool,
+        )
+        for pk, name, version, when, action, queue, approvers, message, agent, thread_id, until, order in rows
+    ]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def effects_summary(args_done: Iterable[dict[str, Any]], *, current: dict[str, Any]) -> dict[str, Any]:
+    """What `effects` holds: how many calls ran, their arguments, and each numeric argument's
+    total (0 for each numeric argument of the current call, so `effects.sum.x` always exists)."""
+    done = list(args_done)
+    sums: dict[str, int | float] = {k: 0 for k, v in current.items() if _is_number(v)}
+    for args in done:
+        for key, value in args.items():
+            if _is_number(value):
+                sums[key] = sums.get(key, 0) + value
+    return {"count": len(done), "sum": sums, "args": done}
+
+
+def gate_variables(
+    *, args: dict[str, Any], agent: str, tool: str, thread_id: str, metadata: dict[str, Any], effects: Any
+) -> dict[str, Any]:
+    tenant = metadata.get("tenant") if isinstance(metadata.get("tenant"), str) else ""
+    return {
+        "args": args,
+        "agent": agent,
+        "tool": tool,
+        "thread": {"id": thread_id, "tenant": tenant, "metadata": metadata},
+        "effects": effects,
+        "now": timezone.now(),
+    }
+
+
+def first_match(rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]) -> Rule | None:
+    """The first rule whose condition is true, or None. `variables(with_effects)` builds the
+    context; effects are read only when a condition mentions them (they cost a query)."""
+    if not rules:
+        return None
+    try:
+        context = cel.Context(variables=variables(any("effects" in r.when for r in rules)))
+    except Exception:
+        log.exception("policies not evaluated: the call's variables are not CEL values")
+        return None
+    for rule in rules:
+        try:
+            result = compiled(rule.when).execute(context)
+        except Exception as exc:
+            log.warning("policy %s did not match: its condition failed: %s", rule.label, exc)
+            continue
+        if result is True:
+            return rule
+        if not isinstance(result, bool):
+            log.warning("policy %s did not match: its condition gave %r, not true/false", rule.label, result)
+    return None

@@ -1,0 +1,188 @@
+"""Preview a new or changed policy: how the whole ordered policy set, with the candidate in
+place, would have decided the last N requests of its tool, next to what happened. Reads only."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from approvals.actions.policies import EDITABLE, check_policy, groups_named
+from approvals.effects import thread_effects
+from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
+from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
+from checkpoints.backends import get_backend
+
+DEFAULT_LIMIT = 200
+MAX_LIMIT = 1000
+NEW_ID = 2**62  # an unsaved policy gets the next id: among equal orders it comes last
+TO_A_PERSON = "to a person"
+
+
+@dataclass(frozen=True)
+class PreviewRow:
+    """One past request the candidate would have decided differently."""
+
+    request_id: int
+    thread_id: str
+    created_at: datetime
+    args: dict[str, Any]
+    happened: str
+    """What the policies did at the gate then: 'to a person', 'approved automatically by …'."""
+    result: str
+    """How the request ended: 'approved by rita', 'pending'."""
+    would: str
+    """What the policy set with the candidate would do: 'denied automatically by …'."""
+    by_candidate: bool
+    """Whether the candidate decides it (else another policy does, e.g. one saved since)."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    considered: int
+    changed: list[PreviewRow]
+    counts: dict[str, int]
+    """How many of the considered requests each outcome (with the candidate) would cover."""
+
+
+def candidate(*, policy_id: int | None, fields: dict[str, Any], groups: list[str] | None) -> Rule:
+    """The rule the fields would make (of a new policy, or changes to policy `policy_id`),
+    checked as a save would check it: InvalidInput (with the CEL error) when it could not be
+    saved, Policy.DoesNotExist for an unknown id. Nothing is saved."""
+    policy = Policy.objects.get(pk=policy_id) if policy_id is not None else Policy(name="new policy")
+    for key, value in fields.items():
+        if key in EDITABLE:
+            setattr(policy, key, value)
+    check_policy(policy)
+    if groups is None:
+        groups = [g.name for g in policy.groups.all()] if policy.pk else []
+    groups_named(groups)
+    return candidate_rule(policy, groups=groups)
+
+
+def candidate_rule(policy: Policy, *, groups: list[str]) -> Rule:
+    """The rule an unsaved (or changed) policy would be once saved."""
+    return Rule(
+        id=policy.pk or NEW_ID,
+        name=policy.name,
+        version=policy.version + 1 if policy.pk else 1,
+        when=policy.when,
+        action=policy.action,
+        queue=policy.queue,
+        approvers=policy.approvers,
+        groups=tuple(sorted(groups)),
+        message=policy.message,
+        agent=policy.agent,
+        thread_id=policy.thread_id,
+        until=policy.until,
+        order=policy.order,
+        tool=policy.tool,
+        enabled=policy.enabled,
+    )
+
+
+def outcome(rule: Rule | None) -> str:
+    """What a rule does at the gate, in words."""
+    if rule is None:
+        return TO_A_PERSON
+    by = f"by {rule.label}"
+    words: dict[str, str] = {
+        PolicyAction.APPROVE: f"approved automatically {by}",
+        PolicyAction.DENY: f"denied automatically {by}",
+        PolicyAction.ROUTE: f"routed to {rule.queue} {by}",
+        PolicyAction.REQUIRE: f"requires {rule.approvers} approvers {by}",
+    }
+    return words.get(rule.action, TO_A_PERSON)
+
+
+def happened(request_: ApprovalRequest) -> str:
+    """What the policies did at the request's gate, in the words of `outcome`."""
+    if not request_.policy_name:
+        return TO_A_PERSON
+    by = f"by '{request_.policy_name}' v{request_.policy_version}"
+    automatic = request_.decided_by_id is None and request_.decided_at is not None
+    if request_.required_approvals > 1 or request_.required_groups:
+        return f"requires {request_.required_approvals} approvers {by}"
+    if automatic and request_.status == ApprovalStatus.APPROVED:
+        return f"approved automatically {by}"
+    if automatic and request_.status == ApprovalStatus.REJECTED:
+        return f"denied automatically {by}"
+    return f"routed to {request_.queue} {by}"
+
+
+def result(request_: ApprovalRequest) -> str:
+    if request_.decided_by is not None:
+        return f"{request_.status} by {request_.decided_by.get_username()}"
+    return str(request_.status)
+
+
+def _kind(text: str) -> str:
+    return text.split(" by ", 1)[0] if text != TO_A_PERSON else text
+
+
+def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
+    """Decide the tool's last `limit` requests (of the candidate's agent, if it names one) with
+    the candidate in the ordered policy set, as the gate would have when each was raised."""
+    tool = candidate.tool
+    rules = [r for r in load_rules(tool) if r.id != candidate.id]
+    if candidate.enabled:
+        rules = sorted([*rules, candidate], key=lambda r: (r.order, r.id))
+    requests = ApprovalRequest.objects.filter(action=tool).select_related("decided_by")
+    if candidate.agent:
+        requests = requests.filter(agent=candidate.agent)
+    recent = list(requests.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
+    metadata: dict[str, dict[str, Any]] = {}
+    changed: list[PreviewRow] = []
+    counts: dict[str, int] = {}
+    for request_ in recent:
+        applying = [
+            r
+            for r in rules
+            if r.applies(agent=request_.agent, thread_id=request_.thread_id, now=request_.created_at)
+        ]
+        if request_.thread_id not in metadata:
+            metadata[request_.thread_id] = (
+                get_backend().get_thread(thread_id=request_.thread_id).metadata or {}
+            )
+        deciding = first_match(applying, variables=_variables(request_, metadata[request_.thread_id]))
+        would = outcome(deciding)
+        counts[_kind(would)] = counts.get(_kind(would), 0) + 1
+        then = happened(request_)
+        if _kind(would) != _kind(then):  # the same decision by a new version is no change
+            changed.append(
+                PreviewRow(
+                    request_id=request_.pk,
+                    thread_id=request_.thread_id,
+                    created_at=request_.created_at,
+                    args=request_.args,
+                    happened=then,
+                    result=result(request_),
+                    would=would,
+                    by_candidate=deciding is not None and deciding.id == candidate.id,
+                )
+            )
+    return Preview(considered=len(recent), changed=changed, counts=counts)
+
+
+def _variables(request_: ApprovalRequest, metadata: dict[str, Any]) -> Any:
+    def build(with_effects: bool) -> dict[str, Any]:
+        # The effects done before the request was raised: what its gate would have seen.
+        done = (
+            [
+                e.args
+                for e in thread_effects(request_.thread_id)
+                if e.request.action == request_.action and e.ran_at < request_.created_at
+            ]
+            if with_effects
+            else []
+        )
+        variables = gate_variables(
+            args=request_.args,
+            agent=request_.agent,
+            tool=request_.action,
+            thread_id=request_.thread_id,
+            metadata=metadata,
+            effects=effects_summary(done, current=request_.args),
+        )
+        variables["now"] = request_.created_at
+        return variables
+
+    return build

@@ -1,0 +1,73 @@
+"""Approval rows and ledger data under CHECKPOINT_ENCRYPTION_KEY: plain and encrypted rows read
+alike, text that looks like a token is not mistaken for one, the ledger page and CSV show the
+plaintext, and verify_ledger reports ciphertext that no key opens instead of crashing."""
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from approvals.actions.audit import do_audit
+from approvals.actions.decisions import check_decision, do_decide
+from approvals.actions.ledger import verify_ledger
+from approvals.models import ApprovalRequest, AuditEvent
+from checkpoints.sealed_columns import stored_text
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def raw(model: type[ApprovalRequest] | type[AuditEvent], pk: int, name: str) -> str:
+    return str(model.objects.filter(pk=pk).annotate(_s=stored_text(name)).values_list("_s", flat=True).get())
+
+
+def test_rows_written_before_a_key_was_set_stay_readable_and_rotation_encrypts_them(
+    settings: Settings,
+) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = ""
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate(description="gAAAA is how a token begins")  # not a token: plain text
+    valid = check_decision(request_, user=rita, decision="reject", message="gAAAAB not a token either")
+    do_decide(request_.pk, reviewer=rita, valid=valid)
+    assert raw(ApprovalRequest, request_.pk, "args").startswith("{")
+
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    request_.refresh_from_db()
+    assert request_.description == "gAAAA is how a token begins"
+    assert request_.decision_message == "gAAAAB not a token either"
+    call_command("rotate_checkpoint_key", stdout=None)
+
+    for name in ("args", "description", "decision_message"):
+        assert raw(ApprovalRequest, request_.pk, name).startswith("gAAAA")
+    request_.refresh_from_db()
+    assert request_.args == {"order_id": "ORD-1001", "amount_cents": 4250}
+    assert verify_ledger().ok
+
+
+def test_the_ledger_page_and_its_csv_show_the_plaintext(settings: Settings) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    event = do_audit(actor=None, action="thread.message", data={"said": "ORD-1003 arrived crushed"})
+    assert "crushed" not in raw(AuditEvent, event.pk, "data")
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+
+    assert "ORD-1003 arrived crushed" in client.get("/ledger/").content.decode()
+    exported = client.get("/ledger.csv")
+    assert "ORD-1003 arrived crushed" in b"".join(exported.streaming_content).decode()  # type: ignore[attr-defined]
+
+
+def test_ciphertext_no_key_opens_is_reported_by_verify_ledger_not_raised(settings: Settings) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    first = do_audit(actor=None, action="thread.message", data={"said": "one"})
+    do_audit(actor=None, action="thread.message", data={"said": "two"})
+    foreign = Fernet(Fernet.generate_key()).encrypt(b'{"said":"forged"}').decode()
+    with connection.cursor() as cursor:
+        table = connection.ops.quote_name(AuditEvent._meta.db_table)
+        cursor.execute(f"UPDATE {table} SET data = %s WHERE id = %s", [foreign, first.pk])
+
+    report = verify_ledger()
+
+    assert [p.event_id for p in report.problems] == [first.pk]
+    assert "cannot be read" in report.problems[0].problem

@@ -1,0 +1,57 @@
+"""Pages an admin and an operator read: the ledger as diffs with links, the thread list with what
+each thread is about, what waits in it and when it last moved."""
+
+import pytest
+from django.test import Client
+
+from approvals.actions.threads import do_control, do_fork_thread
+from checkpoints.backends import get_backend
+from checkpoints.models import Checkpoint
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def logged_in(username: str, role: str) -> Client:
+    client = Client()
+    client.force_login(make_user(username, role))
+    return client
+
+
+def test_the_ledger_shows_a_fork_as_a_readable_diff_with_links_to_its_checkpoints() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate(user_input="Please refund order ORD-1001 " + "because it broke " * 20)
+    first = Checkpoint.objects.get(thread_id=request_.thread_id, step=0)
+    values = get_backend().get(thread_id=request_.thread_id, checkpoint_id=str(first.pk)).values
+    values["messages"][0]["content"] = "Please refund order ORD-1003"
+    written = do_fork_thread(request_.thread_id, user=olga, checkpoint_id=str(first.pk), values=values)
+
+    html = logged_in("ada", "admin").get("/ledger/").content.decode()
+
+    thread = request_.thread_id
+    assert f'href="/threads/{thread}/checkpoints/{written.checkpoint.id}/"' in html
+    assert f'href="/threads/{thread}/checkpoints/{first.pk}/"' in html  # "forked from"
+    assert '<code class="path">messages[0].content</code>' in html
+    assert "<ins>Please refund order ORD-1003</ins>" in html
+    assert "because it broke because it broke" in html  # the old text is not cut to 160 characters
+    assert '{"changes"' not in html and "[{&quot;" not in html
+
+
+def test_the_thread_list_shows_the_first_message_pending_count_and_last_activity() -> None:
+    make_gate(user_input="My order ORD-1002 arrived broken")
+
+    html = logged_in("olga", "operator").get("/threads/").content.decode()
+
+    assert "My order ORD-1002 arrived broken" in html
+    assert '<span class="tag pending-count">1 pending</span>' in html
+    assert "just now" in html and "0 minutes ago" not in html
+
+
+def test_a_paused_thread_says_who_paused_it() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    do_control(request_.thread_id, user=olga, verb="pause")
+
+    html = logged_in("otto", "operator").get(f"/threads/{request_.thread_id}/").content.decode()
+
+    assert "Paused by <strong>olga</strong>" in html

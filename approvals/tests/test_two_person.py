@@ -1,0 +1,248 @@
+"""The two-person rule: a request a policy requires N approvers for waits for N different ones."""
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from agents import gates
+from approvals.actions.decisions import NotAllowed, check_decision, do_decide
+from approvals.actions.errors import Conflict
+from approvals.actions.policies import do_create_policy
+from approvals.actions.signoffs import AlreadySignedOff, describe_signoffs
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
+from checkpoints.models import Thread, ThreadStatus
+from tests.factories import make_gate, make_user
+
+
+def require(approvers: int, groups: list[str] | None = None) -> None:
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "two people",
+            "tool": "issue_refund",
+            "when": "args.amount_cents > 100000",
+            "action": "require",
+            "approvers": approvers,
+        },
+        groups=groups,
+    )
+
+
+def big_refund() -> ApprovalRequest:
+    return make_gate(args={"order_id": "ORD-1001", "amount_cents": 150000})
+
+
+def decide(request_: ApprovalRequest, user: Any, decision: str = "approve", **kw: Any) -> ApprovalRequest:
+    return do_decide(
+        request_.pk, reviewer=user, valid=check_decision(request_, user=user, decision=decision, **kw)
+    )
+
+
+def fresh(request_: ApprovalRequest) -> ApprovalRequest:
+    return ApprovalRequest.objects.get(pk=request_.pk)
+
+
+def thread_status(request_: ApprovalRequest) -> str:
+    return Thread.objects.get(pk=request_.thread_id).status
+
+
+@pytest.mark.django_db
+def test_the_request_waits_for_two_different_reviewers() -> None:
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    require(2)
+    request_ = big_refund()
+
+    decide(request_, rita)
+
+    assert fresh(request_).status == ApprovalStatus.PENDING
+    assert describe_signoffs(fresh(request_)) == "1 of 2 approvals: rita"
+    assert thread_status(request_) == ThreadStatus.WAITING
+
+    decide(request_, sam)
+
+    assert fresh(request_).status == ApprovalStatus.APPROVED
+    assert fresh(request_).decided_by == sam
+    assert thread_status(request_) == ThreadStatus.RUNNING
+    assert AuditEvent.objects.filter(approval_ref=request_.pk, action="decision.signoff").count() == 2
+    assert AuditEvent.objects.filter(approval_ref=request_.pk, action="decision.approve").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_same_reviewer_cannot_approve_twice() -> None:
+    rita = make_user("rita", "reviewer")
+    require(2)
+    request_ = big_refund()
+    decide(request_, rita)
+
+    with pytest.raises(AlreadySignedOff):
+        decide(request_, rita)
+
+    assert describe_signoffs(fresh(request_)) == "1 of 2 approvals: rita"
+
+
+@pytest.mark.django_db
+def test_one_rejection_rejects() -> None:
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    require(2)
+    request_ = big_refund()
+    decide(request_, rita)
+
+    decide(request_, sam, "reject", message="Too much.")
+
+    assert fresh(request_).status == ApprovalStatus.REJECTED
+    assert thread_status(request_) == ThreadStatus.RUNNING
+
+
+@pytest.mark.django_db
+def test_an_edit_restarts_the_count_with_the_edited_arguments() -> None:
+    rita, sam, tom = (make_user(n, "reviewer") for n in ("rita", "sam", "tom"))
+    require(2)
+    request_ = big_refund()
+    decide(request_, rita)
+
+    decide(request_, sam, "edit", args={"order_id": "ORD-1001", "amount_cents": 120000})
+
+    assert describe_signoffs(fresh(request_)) == "1 of 2 approvals: sam"
+    assert fresh(request_).status == ApprovalStatus.PENDING
+    decide(request_, tom)
+    done = fresh(request_)
+    assert (done.status, done.decision_args) == (
+        ApprovalStatus.EDITED,
+        {"order_id": "ORD-1001", "amount_cents": 120000},
+    )
+
+
+@pytest.mark.django_db
+def test_approvers_must_come_from_the_policys_groups() -> None:
+    rita = make_user("rita", "reviewer")
+    sue = make_user("sue", "reviewer", queues=("supervisors",))
+    require(1, groups=["supervisors-team"])
+    request_ = big_refund()
+
+    with pytest.raises(NotAllowed):
+        decide(request_, rita)
+    decide(request_, sue)
+
+    assert fresh(request_).status == ApprovalStatus.APPROVED
+
+
+@pytest.mark.django_db
+def test_the_api_answers_200_with_the_approvals_so_far_while_it_waits() -> None:
+    rita = make_user("rita", "reviewer")
+    require(2)
+    request_ = big_refund()
+    client = Client(headers={"Authorization": f"Bearer {do_create_token(user=rita)}"})
+    url = f"/api/approvals/{request_.pk}/decision"
+
+    first = client.post(url, {"decision": "approve"}, content_type="application/json")
+    again = client.post(url, {"decision": "approve"}, content_type="application/json")
+
+    assert first.status_code == 200
+    body = first.json()
+    assert (body["status"], body["approvals"], body["required_approvals"]) == ("pending", ["rita"], 2)
+    assert body["policy"] == "'two people' v1"
+    assert again.status_code == 409
+    assert "already approved" in again.json()["detail"]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_n_concurrent_approvals_resume_the_thread_exactly_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reviewers = [make_user(f"r{i}", "reviewer") for i in range(3)]
+    require(3)
+    request_ = big_refund()
+    resumes: list[bool] = []
+    real = gates.resume_if_decided
+
+    def counted(**kw: Any) -> bool:
+        resumes.append(real(**kw))
+        return resumes[-1]
+
+    monkeypatch.setattr(gates, "resume_if_decided", counted)
+    barrier = threading.Barrier(len(reviewers))
+    errors: list[Exception] = []
+
+    def approve(user: Any) -> None:
+        try:
+            valid = check_decision(request_, user=user, decision="approve")
+            barrier.wait()
+            do_decide(request_.pk, reviewer=user, valid=valid)
+        except (Conflict, NotAllowed) as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=approve, args=(u,)) for u in reviewers]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+    assert errors == []
+    assert fresh(request_).status == ApprovalStatus.APPROVED
+    assert fresh(request_).signoffs.count() == 3
+    assert resumes == [True]
+    assert thread_status(request_) == ThreadStatus.RUNNING
+
+
+@pytest.mark.django_db
+def test_pages_say_who_approved_so_far_and_what_a_policy_decided() -> None:
+    from django.urls import reverse
+
+    rita = make_user("rita", "reviewer")
+    require(2)
+    waiting = big_refund()
+    decide(waiting, rita)
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "small refunds",
+            "tool": "issue_refund",
+            "when": "args.amount_cents < 5000",
+            "action": "approve",
+        },
+    )
+    auto = make_gate(args={"order_id": "ORD-1001", "amount_cents": 100})
+    client = Client()
+    client.force_login(rita)
+
+    decision_page = client.get(reverse("approvals:decision", args=[waiting.pk])).content.decode()
+    inbox = client.get(reverse("approvals:inbox")).content.decode()
+    auto_page = client.get(reverse("approvals:decision", args=[auto.pk])).content.decode()
+    thread_page = client.get(reverse("approvals:thread", args=[auto.thread_id])).content.decode()
+
+    assert "1 of 2 approvals: rita (policy &#x27;two people&#x27; v1)" in decision_page
+    assert "1 of 2 approvals: rita" in inbox
+    assert "approved automatically by policy &#x27;small refunds&#x27; v1" in auto_page.replace(
+        "Approved", "approved"
+    )
+    assert "automatically by policy &#x27;small refunds&#x27; v1" in thread_page
+
+
+@pytest.mark.django_db
+def test_the_conversation_says_how_many_approvals_a_pending_request_has_not_pending_automatically() -> None:
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "two people",
+            "tool": "issue_refund",
+            "when": "true",
+            "action": "require",
+            "approvers": 2,
+        },
+    )
+    request_ = make_gate(args={"order_id": "ORD-1001", "amount_cents": 150000})
+    rita = make_user("rita", "reviewer")
+    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    client = Client()
+    client.force_login(make_user("bob", "reviewer"))
+
+    page = client.get(f"/approvals/{request_.pk}/").content.decode()
+
+    assert "pending automatically" not in page
+    assert "pending · 1 of 2 approvals: rita" in page
+    assert "It needs 2 different reviewers to approve" in page

@@ -1,0 +1,213 @@
+"""How a LangGraph checkpoint's channel values are stored, in plain Python.
+
+- A list channel (messages) is a persistent list: one row per item, keyed by the list's hash
+  chain up to it, so appending to the parent's list stores only the new items and a fork
+  shares its prefix. Items are serialized one by one with the saver's serde.
+- Any other channel is content-addressed: one row keyed by the SHA-256 of its serialized
+  bytes, written once per thread however many checkpoints hold it.
+- A list item's row holds no bytes, only REF + the content key of the item, and a pending write
+  of a list (what a node returns for `messages`) is REF + its items' content keys: the message a
+  node wrote and the same message in the next checkpoint's list are one row.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from checkpoints.digest import KEY_BYTES, LIST_SEED, decode_digest, encode_digest
+from checkpoints.storage.crypto import Sealer
+
+VALUE, LIST = "v", "l"
+REF = b"\0"
+"""Prefix of stored data that names content rows instead of holding bytes (serde bytes begin with
+a type name, Fernet tokens with "gAAAA": neither with NUL)."""
+
+
+class Tampered(Exception):
+    """Stored bytes do not match their digest, or a row is missing."""
+
+
+def encode(serde: SerializerProtocol, value: Any) -> bytes:
+    """The serde's typed bytes as one blob: b"<type>\\0<payload>" (never a Fernet token's prefix)."""
+    type_, payload = serde.dumps_typed(value)
+    return type_.encode() + b"\0" + payload
+
+
+def decode(serde: SerializerProtocol, plain: bytes) -> Any:
+    type_, _, payload = plain.partition(b"\0")
+    return serde.loads_typed((type_.decode(), payload))
+
+
+def sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+@dataclass(frozen=True)
+class BlobRow:
+    key: bytes
+    prev: bytes | None
+    data: bytes
+
+
+@dataclass
+class Chain:
+    """A stored list as the writer of the next checkpoint needs it."""
+
+    items: list[Any]
+    """The objects last written or loaded (compared by identity first)."""
+    keys: list[bytes]
+    """The full chain digest up to and including each item."""
+
+    @property
+    def digest(self) -> bytes:
+        return self.keys[-1] if self.keys else LIST_SEED
+
+
+def shared_prefix(serde: SerializerProtocol, old: Chain, new: list[Any]) -> int:
+    """How many leading items of `new` the stored list already holds. The same object counts as
+    unchanged (LangGraph's reducers build new lists of the same messages, never mutating them);
+    another object is compared by its serialized bytes, so 1 and True never pass for each other."""
+    for i in range(min(len(old.items), len(new))):
+        if old.items[i] is new[i]:
+            continue
+        prev = old.keys[i - 1] if i else LIST_SEED
+        if sha256(prev + encode(serde, new[i])) != old.keys[i]:
+            return i
+    return min(len(old.items), len(new))
+
+
+def grow(
+    serde: SerializerProtocol, sealer: Sealer, old: Chain | None, new: list[Any]
+) -> tuple[Chain, list[BlobRow]]:
+    """The chain of `new`, and the rows it adds to `old`'s."""
+    shared = shared_prefix(serde, old, new) if old is not None else 0
+    keys = old.keys[:shared] if old is not None else []
+    rows = []
+    for item in new[shared:]:
+        plain = encode(serde, item)
+        prev = keys[-1] if keys else None
+        keys.append(sha256((prev or LIST_SEED) + plain))
+        content = content_row(sealer, plain)
+        rows.append(content)
+        rows.append(BlobRow(keys[-1][:KEY_BYTES], prev[:KEY_BYTES] if prev else None, REF + content.key))
+    return Chain(items=list(new), keys=keys), rows
+
+
+def content_row(sealer: Sealer, plain: bytes) -> BlobRow:
+    return BlobRow(sha256(plain)[:KEY_BYTES], None, sealer.seal_bytes(plain))
+
+
+def write_rows(serde: SerializerProtocol, sealer: Sealer, value: Any) -> tuple[bytes, bytes, list[BlobRow]]:
+    """A pending write's stored data, the bytes its digest covers, and the content rows it names
+    (a list's items, stored once and shared with the list channel they are appended to)."""
+    if type(value) is not list:
+        plain = encode(serde, value)
+        return sealer.seal_bytes(plain), plain, []
+    rows = [content_row(sealer, encode(serde, item)) for item in value]
+    data = REF + b"".join(r.key for r in rows)
+    return data, data, rows
+
+
+def write_keys(data: bytes) -> list[bytes]:
+    """The content keys a stored write names ([] for a write that holds its bytes)."""
+    if not data.startswith(REF):
+        return []
+    return [data[i : i + KEY_BYTES] for i in range(1, len(data), KEY_BYTES)]
+
+
+def read_write(
+    data: bytes, blobs: dict[bytes, tuple[bytes | None, bytes]], *, serde: SerializerProtocol, sealer: Sealer
+) -> tuple[bytes, Any]:
+    """(the bytes its digest covers, the value) of a stored write; raise Tampered if an item is
+    missing or does not match its key."""
+    if not data.startswith(REF):
+        plain = sealer.open_bytes(data)
+        return plain, decode(serde, plain)
+    items = []
+    for key in write_keys(data):
+        if key not in blobs:
+            raise Tampered("a pending write's item is missing")
+        plain = sealer.open_bytes(blobs[key][1])
+        if sha256(plain)[:KEY_BYTES] != key:
+            raise Tampered("a pending write's item does not match its key")
+        items.append(decode(serde, plain))
+    return data, items
+
+
+def value_row(serde: SerializerProtocol, sealer: Sealer, value: Any) -> tuple[bytes, BlobRow]:
+    plain = encode(serde, value)
+    digest = sha256(plain)
+    return digest, BlobRow(digest[:KEY_BYTES], None, sealer.seal_bytes(plain))
+
+
+def value_ref(digest: bytes) -> list[Any]:
+    return [VALUE, encode_digest(digest)]
+
+
+def list_ref(chain: Chain) -> list[Any]:
+    return [LIST, encode_digest(chain.digest), len(chain.keys)]
+
+
+def starts(refs: dict[str, list[Any]]) -> list[bytes]:
+    """The row keys a checkpoint's values are read from (values, and list tails)."""
+    return [decode_digest(ref[1])[:KEY_BYTES] for ref in refs.values() if ref[0] == VALUE or ref[2]]
+
+
+def read_values(
+    refs: dict[str, list[Any]],
+    rows: dict[bytes, tuple[bytes | None, bytes]],
+    *,
+    serde: SerializerProtocol,
+    sealer: Sealer,
+) -> tuple[dict[str, Any], dict[str, Chain]]:
+    """Decode every channel, checking each value and each list's chain; raise Tampered on a mismatch."""
+    values: dict[str, Any] = {}
+    chains: dict[str, Chain] = {}
+    try:
+        for name, ref in refs.items():
+            digest = decode_digest(ref[1])
+            if ref[0] == VALUE:
+                plain = sealer.open_bytes(rows[digest[:KEY_BYTES]][1])
+                if sha256(plain) != digest:
+                    raise Tampered(f"channel {name!r} does not match its digest")
+                values[name] = decode(serde, plain)
+                continue
+            chain = _read_chain(rows, tail=digest, length=int(ref[2]), serde=serde, sealer=sealer)
+            values[name], chains[name] = list(chain.items), chain
+    except KeyError as exc:
+        raise Tampered("a stored value is missing") from exc
+    except Exception as exc:  # decryption, a malformed reference or payload
+        if isinstance(exc, Tampered):
+            raise
+        raise Tampered(str(exc)) from exc
+    return values, chains
+
+
+def _read_chain(
+    rows: dict[bytes, tuple[bytes | None, bytes]],
+    *,
+    tail: bytes,
+    length: int,
+    serde: SerializerProtocol,
+    sealer: Sealer,
+) -> Chain:
+    stored: list[bytes] = []
+    key = tail[:KEY_BYTES] if length else None
+    while key is not None:
+        if len(stored) == length:
+            raise Tampered("a list is longer than recorded")
+        key, data = rows[key]
+        if data.startswith(REF):
+            raise Tampered("a list item's content is missing")
+        stored.append(data)
+    stored.reverse()
+    keys, digest = [], LIST_SEED
+    plains = [sealer.open_bytes(data) for data in stored]
+    for plain in plains:
+        digest = sha256(digest + plain)
+        keys.append(digest)
+    if len(keys) != length or (keys and keys[-1] != tail):
+        raise Tampered("a list does not match its chain digest")
+    return Chain(items=[decode(serde, plain) for plain in plains], keys=keys)

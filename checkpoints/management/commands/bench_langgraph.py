@@ -1,0 +1,94 @@
+"""Side by side on one Postgres: GatehouseSaver and LangGraph's PostgresSaver, same graph, same run."""
+
+import json
+import statistics
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg import Connection
+from psycopg.rows import dict_row
+
+from checkpoints.bench.database import _params, bench_database
+from checkpoints.bench.langgraph_graph import conversation_graph
+from checkpoints.langgraph import GatehouseSaver
+
+TABLES = {
+    "gatehouse": [
+        "checkpoints_langgraphcheckpoint",
+        "checkpoints_langgraphblob",
+        "checkpoints_langgraphwrite",
+    ],
+    "postgres_saver": ["checkpoints", "checkpoint_blobs", "checkpoint_writes"],
+}
+
+
+def stored_bytes(tables: list[str], thread_id: str) -> int:
+    with connection.cursor() as cursor:
+        total = 0
+        for table in tables:
+            cursor.execute(
+                f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t WHERE thread_id = %s",
+                [thread_id],
+            )
+            total += int(cursor.fetchone()[0])
+        return total
+
+
+def run(saver: Any, *, name: str, turns: int) -> dict[str, Any]:
+    graph = conversation_graph(saver)
+    config = {"configurable": {"thread_id": f"{name}-{turns}"}}
+    step_ms = []
+    start = time.perf_counter()
+    for _ in range(turns):
+        t0 = time.perf_counter()
+        graph.invoke({"messages": []}, config)
+        step_ms.append((time.perf_counter() - t0) * 1000 / 4)  # four checkpoints a turn
+    elapsed = time.perf_counter() - start
+    state = graph.get_state(config)
+    final = sum(len(saver.serde.dumps_typed(m)[1]) for m in state.values["messages"])
+    loads = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        graph.get_state(config)
+        loads.append((time.perf_counter() - t0) * 1000)
+    storage = stored_bytes(TABLES[name], f"{name}-{turns}")
+    return {
+        "checkpoints_per_s": round(4 * turns / elapsed, 1),
+        "ms_per_step_first_10": round(statistics.median(step_ms[:10]), 3),
+        "ms_per_step_last_10": round(statistics.median(step_ms[-10:]), 3),
+        "storage_bytes": storage,
+        "final_state_bytes": final,
+        "storage_ratio": round(storage / final, 2),
+        "get_state_ms_p50": round(statistics.median(loads), 3),
+    }
+
+
+class Command(BaseCommand):
+    help = "Benchmark GatehouseSaver against LangGraph's PostgresSaver on the same graph and database."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--turns", type=int, nargs="+", default=[50, 200])
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if connection.vendor != "postgresql":
+            raise CommandError("bench_langgraph compares savers on PostgreSQL; set DATABASE_URL")
+        results: dict[str, Any] = {}
+        with bench_database(name="gatehouse_bench_langgraph", keep=False) as name:
+            params = _params(connection.settings_dict, dbname=name)
+            with Connection.connect(
+                autocommit=True, prepare_threshold=0, row_factory=dict_row, **params
+            ) as conn:
+                postgres = PostgresSaver(conn)
+                postgres.setup()
+                gatehouse = GatehouseSaver()
+                for turns in options["turns"]:
+                    results[f"T={turns}"] = {
+                        "gatehouse": run(gatehouse, name="gatehouse", turns=turns),
+                        "postgres_saver": run(postgres, name="postgres_saver", turns=turns),
+                    }
+                gatehouse.close()
+        self.stdout.write(json.dumps(results, indent=None if options["json"] else 2))

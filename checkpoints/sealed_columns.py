@@ -1,0 +1,51 @@
+"""Every model column declared as an EncryptedJSONField (any app's): read raw, re-encrypt.
+
+Found through the app registry, so `rotate_checkpoint_key` covers the approvals' arguments,
+reasons and the audit ledger without this app knowing of them.
+"""
+
+from typing import Any
+
+from django.apps import apps
+from django.db import models, transaction
+from django.db.models.functions import Cast
+
+from checkpoints.fields import EncryptedJSONField
+from checkpoints.storage.crypto import current_sealer
+
+
+def encrypted_columns() -> list[tuple[type[models.Model], str]]:
+    return [
+        (model, field.name)
+        for model in apps.get_models()
+        for field in model._meta.concrete_fields
+        if isinstance(field, EncryptedJSONField)
+    ]
+
+
+def stored_text(name: str) -> Cast:
+    """The column's stored text (canonical JSON or a Fernet token), not decrypted."""
+    return Cast(name, output_field=models.TextField())
+
+
+def reseal_columns(*, batch_size: int = 500) -> int:
+    """Re-encrypt every encrypted column's values with the first key; return the values rewritten."""
+    return sum(_reseal(model, name, batch_size) for model, name in encrypted_columns())
+
+
+def _reseal(model: type[models.Model], name: str, batch_size: int) -> int:
+    sealer, rewritten, last = current_sealer(), 0, None
+    rows: Any = model._default_manager.exclude(**{f"{name}__isnull": True}).order_by("pk")
+    while True:
+        page = rows.filter(pk__gt=last) if last is not None else rows
+        batch = list(page.annotate(_stored=stored_text(name)).values_list("pk", "_stored")[:batch_size])
+        if not batch:
+            return rewritten
+        with transaction.atomic():
+            for pk, stored in batch:
+                sealed = sealer.reseal(stored)
+                if sealed != stored:
+                    value = models.Value(sealed, output_field=models.TextField())  # written as is
+                    model._default_manager.filter(pk=pk).update(**{name: value})
+                    rewritten += 1
+        last = batch[-1][0]

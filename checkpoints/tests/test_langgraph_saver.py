@@ -1,0 +1,171 @@
+"""GatehouseSaver against LangGraph's own conformance suite, and what the suite does not check:
+linear storage, digests, encryption and retention."""
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+from checkpoints.backends.base import CorruptCheckpoint
+from checkpoints.bench.langgraph_graph import RESULT, conversation_graph
+from checkpoints.langgraph import GatehouseSaver
+from checkpoints.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
+from checkpoints.retention import Override, prune_all
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def savers() -> Iterator[Callable[..., GatehouseSaver]]:
+    made: list[GatehouseSaver] = []
+
+    def make(**kwargs: Any) -> GatehouseSaver:
+        made.append(GatehouseSaver(**kwargs))
+        return made[-1]
+
+    yield make
+    for saver in made:
+        saver.close()
+
+
+@checkpointer_test(name="GatehouseSaver")
+async def gatehouse_saver() -> AsyncIterator[GatehouseSaver]:
+    saver = GatehouseSaver()
+    yield saver
+    saver.close()  # its connection, or the test database cannot be dropped
+
+
+def test_gatehouse_saver_passes_every_langgraph_conformance_capability() -> None:
+    report = asyncio.run(validate(gatehouse_saver))
+    failures = {name: result.failures for name, result in report.results.items() if not result.passed}
+    assert failures == {}
+    assert all(result.detected and result.tests_passed for result in report.results.values())
+    assert sorted(report.results) == sorted(
+        ["put", "put_writes", "get_tuple", "list", "delete_thread", "delete_for_runs", "copy_thread", "prune"]
+    )
+
+
+def run_turns(saver: GatehouseSaver, *, thread_id: str, turns: int) -> dict[str, Any]:
+    graph = conversation_graph(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    for _ in range(turns):
+        graph.invoke({"messages": []}, config)
+    return config
+
+
+def messages_of(saver: GatehouseSaver, config: Any) -> list[Any]:
+    loaded = saver.get_tuple(config)
+    assert loaded is not None
+    return list(loaded.checkpoint["channel_values"]["messages"])
+
+
+def blob_bytes(thread_id: str) -> int:
+    return sum(
+        len(bytes(d))
+        for d in LangGraphBlob.objects.filter(thread_id=thread_id).values_list("data", flat=True)
+    )
+
+
+def test_a_conversation_stores_each_message_once(savers: Callable[..., GatehouseSaver]) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-linear", turns=30)
+    messages = messages_of(saver, config)
+    assert len(messages) == 60
+    # 60 list items naming 60 message rows, and one row per distinct turn counter.
+    assert LangGraphBlob.objects.filter(thread_id="t-linear", prev__isnull=False).count() == 59
+    assert LangGraphCheckpoint.objects.filter(thread_id="t-linear").count() == 4 * 30
+    final = sum(len(saver.serde.dumps_typed(m)[1]) for m in messages)
+    # The message a node wrote (a pending write) is the row the next checkpoint's list names, so
+    # values and writes together hold each message about once (twice only when LangGraph gives
+    # a message its id after the write was taken: then the two copies differ).
+    written = LangGraphWrite.objects.filter(thread_id="t-linear").values_list("data", flat=True)
+    assert sum(len(bytes(d)) for d in written) < 0.1 * final
+    assert blob_bytes("t-linear") + sum(len(bytes(d)) for d in written) < 1.5 * final
+
+
+def test_a_pending_write_of_messages_loads_back_and_a_tampered_item_is_refused(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    saver = savers()
+    run_turns(saver, thread_id="t-writes", turns=2)
+    first = LangGraphCheckpoint.objects.filter(thread_id="t-writes").order_by("checkpoint_id")[2]
+    at = {
+        "configurable": {"thread_id": "t-writes", "checkpoint_ns": "", "checkpoint_id": first.checkpoint_id}
+    }
+    loaded = savers().get_tuple(at)
+    assert loaded is not None and loaded.pending_writes is not None
+    messages = [v for _, channel, v in loaded.pending_writes if channel == "messages"]
+    assert [type(m).__name__ for m in messages[0]] == ["ToolMessage"]
+    assert messages[0][0].content.endswith(RESULT)
+    # The tool result of turn 1 is a row of its own, named by that write (two rows when LangGraph
+    # gave the message its id after the write was taken: the copies differ): change them.
+    rows = LangGraphBlob.objects.filter(thread_id="t-writes", prev__isnull=True).values_list("key", "data")
+    keys = [key for key, data in rows if b"A-1: " in bytes(data)]
+    assert 1 <= len(keys) <= 2
+    LangGraphBlob.objects.filter(thread_id="t-writes", key__in=keys).update(data=b"msgpack\0tampered")
+    with pytest.raises(CorruptCheckpoint):
+        savers().get_tuple(at)
+
+
+def test_a_fresh_saver_continues_a_conversation_from_the_database(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    run_turns(savers(), thread_id="t-resume", turns=3)
+    saver = savers()  # an empty cache: the parent is read back and compared by bytes
+    config = run_turns(saver, thread_id="t-resume", turns=2)
+    assert len(messages_of(saver, config)) == 10
+    assert LangGraphBlob.objects.filter(thread_id="t-resume", prev__isnull=False).count() == 9
+
+
+def test_a_tampered_message_is_refused_on_load(savers: Callable[..., GatehouseSaver]) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-tamper", turns=2)
+    item = LangGraphBlob.objects.filter(thread_id="t-tamper", prev__isnull=False).first()
+    assert item is not None
+    row = LangGraphBlob.objects.get(thread_id="t-tamper", key=bytes(item.data)[1:])  # the message it names
+    data = bytes(row.data).replace(b"order", b"ORDER")
+    LangGraphBlob.objects.filter(thread_id="t-tamper", key=row.key).update(data=data)
+    with pytest.raises(CorruptCheckpoint):
+        savers().get_tuple(config)
+
+
+def test_values_writes_and_headers_are_encrypted_with_the_checkpoint_key(
+    settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    saver = savers()
+    config = run_turns(saver, thread_id="t-sealed", turns=2)
+    stored = [
+        bytes(d) for d in LangGraphBlob.objects.filter(thread_id="t-sealed").values_list("data", flat=True)
+    ]
+    stored += [
+        bytes(d) for d in LangGraphWrite.objects.filter(thread_id="t-sealed").values_list("data", flat=True)
+    ]
+    # List items and message writes hold only content keys (NUL + 16-byte keys); the rest is sealed.
+    stored = [d for d in stored if not (d.startswith(b"\0") and (len(d) - 1) % 16 == 0)]
+    stored += [
+        bytes(h)
+        for h in LangGraphCheckpoint.objects.filter(thread_id="t-sealed").values_list("header", flat=True)
+    ]
+    assert stored and all(data.startswith(b"gAAAA") for data in stored)
+    assert messages_of(savers(), config)[-1].content.endswith(RESULT)
+
+
+def lg_policies(agent: str) -> Override | None:
+    return Override(keep_last=2) if agent == "lg-refunds" else None
+
+
+def test_retention_prunes_an_agents_langgraph_threads_and_keeps_the_head(
+    settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    settings.CHECKPOINT_RETENTION_SOURCE = "checkpoints.tests.test_langgraph_saver.lg_policies"
+    config = run_turns(savers(agent="lg-refunds"), thread_id="t-kept", turns=4)
+    run_turns(savers(agent="other"), thread_id="t-other", turns=2)
+    report = prune_all()
+    assert report.checkpoints == 16 - 2
+    assert LangGraphCheckpoint.objects.filter(thread_id="t-kept").count() == 2
+    assert LangGraphCheckpoint.objects.filter(thread_id="t-other").count() == 8
+    assert len(messages_of(savers(), config)) == 8

@@ -1,0 +1,123 @@
+"""Refuse text no column can store: NUL characters and lone UTF-16 surrogates.
+
+PostgreSQL refuses NUL in text and JSON, and a lone surrogate (JSON's "\\ud800") cannot be
+encoded as UTF-8 anywhere: either would reach the database and end as a 500. One check at the
+edge — path, query, form fields, JSON bodies and WebSocket paths — answers a clear 400 instead.
+"""
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
+
+BAD = re.compile("[\x00\ud800-\udfff]")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def text_problem(value: str) -> str:
+    """What makes the text unstorable, or "" if nothing does."""
+    found = BAD.search(value)
+    if found is None:
+        return ""
+    return (
+        "contains a NUL character"
+        if found.group() == "\x00"
+        else "contains a lone surrogate (invalid Unicode)"
+    )
+
+
+def first_problem(value: Any, where: str) -> str:
+    """Walk a parsed JSON value (keys too); describe the first unstorable string, or ""."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return f"{where} {problem}" if problem else ""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = f"{where}.{key}" if where else str(key)
+            if found := first_problem(key, f"the key {name!r}") or first_problem(item, name):
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if found := first_problem(item, f"{where}[{index}]"):
+                return found
+    return ""
+
+
+def request_problem(request: HttpRequest) -> str:
+    """Describe the first unstorable text in the request's path, query, form or JSON body."""
+    if problem := text_problem(request.path):
+        return f"the path {problem}"
+    for key, values in request.GET.lists():
+        for value in (key, *values):
+            if problem := text_problem(value):
+                return f"the query parameter {key!r} {problem}"
+    content_type = request.content_type or ""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return ""
+    if content_type in FORM_TYPES:
+        for key, values in request.POST.lists():
+            for value in (key, *values):
+                if problem := text_problem(value):
+                    return f"the field {key!r} {problem}"
+    elif content_type == "application/json" and request.body:
+        try:
+            body = json.loads(request.body)
+        except ValueError:
+            return ""  # malformed JSON: the view says where, with its own 400
+        return first_problem(body, "body")
+    return ""
+
+
+def refuse(request: HttpRequest, problem: str) -> HttpResponse:
+    message = f"Refused: {problem}. Nothing was changed."
+    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+        return JsonResponse({"detail": message}, status=400)
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
+
+class BadTextMiddleware:
+    """A clear 400 for a request carrying a NUL or a lone surrogate, before any view or query."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from config.middleware import too_large
+
+        try:
+            problem = request_problem(request)
+        except RequestDataTooBig:
+            # The first read of the body, here for every view (forms included, whose CSRF check
+            # would otherwise hit it first and answer a bare 400): the promised 413.
+            return too_large(request)
+        except MultiPartParserError:
+            problem = ""  # the view's own parsing answers it
+        if problem:
+            return refuse(request, problem)
+        return self.get_response(request)
+
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class BadTextWebSocketGuard:
+    """Refuse a WebSocket handshake whose path or query holds a NUL or a lone surrogate (403),
+    instead of letting a consumer's query crash it."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = unquote(scope.get("query_string", b"").decode("utf-8", errors="replace"))
+        if scope["type"] == "websocket" and (text_problem(scope.get("path", "")) or text_problem(query)):
+            await receive()  # the handshake's websocket.connect; a close before accept is a 403
+            await send({"type": "websocket.close", "code": 4400})
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,143 @@
+"""Text no column can store — a NUL character, a lone UTF-16 surrogate — gets a clear 400 (a
+refused handshake on a socket) wherever it comes in: path, query, form field, JSON body."""
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest, AuditEvent
+from checkpoints.models import Checkpoint, Thread
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def everything() -> list[Any]:
+    return [
+        list(Thread.objects.order_by("pk").values_list("pk", "status", "head_id")),
+        list(ApprovalRequest.objects.order_by("pk").values_list("pk", "status", "decision_args")),
+        Checkpoint.objects.count(),
+        AuditEvent.objects.count(),
+    ]
+
+
+def admin_user() -> Any:
+    ada = make_user("ada", "admin")
+    ada.is_staff = ada.is_superuser = True
+    ada.save()
+    return ada
+
+
+API_CASES = [
+    ("get", "/api/threads?q=%00", None),
+    ("get", "/api/threads?agent=%00", None),
+    ("get", "/api/threads?decided_by=%00", None),
+    ("get", "/api/approvals?queue=%00", None),
+    ("get", "/api/threads/a%00b", None),
+    ("get", "/api/threads/{thread}/diff?from=%00", None),
+    ("post", "/api/threads", {"agent": "refunds", "input": "x \ud800"}),
+    ("post", "/api/threads", {"agent": "refunds", "input": "x \u0000"}),
+    ("post", "/api/threads", {"agent": "refunds", "input": "hi", "thread_id": "a\u0000"}),
+    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "\udc00"}),
+    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "no\u0000"}),
+    (
+        "post",
+        "/api/approvals/{pk}/decision",
+        {"decision": "edit", "args": {"order_id": "O\u0000", "amount_cents": 5}},
+    ),
+    ("post", "/api/approvals/{pk}/claim", {"op": "reassign", "to": "\ud800"}),
+    (
+        "patch",
+        "/api/threads/{thread}/state",
+        {"values": {"messages": [{"role": "user", "content": "\u0000"}]}},
+    ),
+    ("patch", "/api/threads/{thread}/state", {"values": {"\ud800": 1}}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), API_CASES, ids=[f"{m} {p} {b}" for m, p, b in API_CASES])
+def test_a_nul_or_a_lone_surrogate_anywhere_in_an_api_request_is_a_clear_400(
+    method: str, path: str, body: Any
+) -> None:
+    gate = make_gate()
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=admin_user())}"})
+    path = path.format(thread=gate.thread_id, pk=gate.pk)
+    before = everything()
+
+    if body is None:
+        response = api.get(path)
+    else:
+        response = getattr(api, method)(path, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 400
+    assert "contains a" in response.json()["detail"]
+    assert everything() == before
+
+
+PAGE_CASES = [
+    ("get", "/threads/a%00b/", None),
+    ("get", "/threads/a%00b/diff/", None),
+    ("get", "/threads/?q=%00", None),
+    ("get", "/?agent=%00", None),
+    ("post", "/approvals/{pk}/", {"decision": "reject", "message": "a\x00b"}),
+    ("post", "/threads/", {"agent": "refunds", "input": "a\x00b"}),
+    ("post", "/threads/{thread}/messages/", {"input": "a\x00b"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), PAGE_CASES)
+def test_a_nul_in_a_page_path_query_or_form_field_is_a_clear_400(method: str, path: str, body: Any) -> None:
+    gate = make_gate()
+    page = Client()
+    page.force_login(admin_user())
+    before = everything()
+
+    path = path.format(thread=gate.thread_id, pk=gate.pk)
+    response = page.get(path) if body is None else page.post(path, body)
+
+    assert response.status_code == 400
+    assert "contains a NUL character" in response.content.decode()
+    assert everything() == before
+
+
+@pytest.fixture
+def in_memory_layer(settings: Any) -> Any:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/ws/threads/a\x00b/", "/ws/threads/\ud800/", "/ws/inbox/?agent=%00"])
+def test_a_socket_path_with_a_nul_or_a_lone_surrogate_is_refused_at_the_handshake(
+    path: str, in_memory_layer: Any
+) -> None:
+    from config.asgi import application
+
+    client = Client()
+    client.force_login(admin_user())
+    path, _, query = path.partition("?")
+    headers = [
+        (b"origin", b"http://127.0.0.1"),
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+    ]
+
+    async def connect() -> tuple[bool, Any]:
+        communicator = WebsocketCommunicator(
+            application, path + ("?" + query if query else ""), headers=headers
+        )
+        communicator.scope["query_string"] = query.encode()
+        answer = await communicator.connect(timeout=5)
+        await communicator.wait()
+        return answer
+
+    connected, code = async_to_sync(connect)()
+
+    assert (connected, code) == (False, 4400)

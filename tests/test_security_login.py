@@ -1,0 +1,131 @@
+"""Failed logins are throttled per username and per address (config/login_throttle.py), in the
+shared Redis cache; right passwords never count, and API tokens are never throttled."""
+
+import logging
+import random
+import time
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from approvals.actions.tokens import do_create_token
+from tests.factories import make_user
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_ready")]
+
+PASSWORD = "pw-for-tests-only"
+
+
+@pytest.fixture(autouse=True)
+def fast_hashes(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def fresh_name() -> str:
+    # Counters live in Redis beyond one run: every test uses names and addresses of its own.
+    return f"u{uuid.uuid4().hex[:10]}"
+
+
+def fresh_ip() -> str:
+    return "10." + ".".join(str(random.randint(0, 255)) for _ in range(3))
+
+
+def log_in(username: str, password: str, *, ip: str, path: str = "/login/") -> tuple[Client, Any]:
+    client = Client(REMOTE_ADDR=ip)
+    response = client.post(path, {"username": username, "password": password})
+    return client, response
+
+
+def logged_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def test_five_failures_for_a_username_refuse_even_the_right_password_but_not_its_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rita = make_user(fresh_name(), "reviewer")
+    ip = fresh_ip()
+    for _ in range(5):
+        client, response = log_in(rita.username, "wrong", ip=ip)
+        assert response.status_code == 200 and not logged_in(client)
+    with caplog.at_level(logging.WARNING, logger="config.login_throttle"):
+        client, response = log_in(rita.username, PASSWORD, ip=ip)
+    assert response.status_code == 429
+    assert not logged_in(client)
+    assert "Too many failed logins" in response.content.decode()
+    assert any("login refused" in r.getMessage() and rita.username in r.getMessage() for r in caplog.records)
+    # Another address is refused too (the username is locked), other users on this address are not.
+    assert log_in(rita.username, PASSWORD, ip=fresh_ip())[1].status_code == 429
+    other = make_user(fresh_name(), "reviewer")
+    client, response = log_in(other.username, PASSWORD, ip=ip)
+    assert response.status_code == 302 and logged_in(client)
+    # API tokens are not throttled.
+    token = do_create_token(user=rita, name="tests")
+    assert Client().get("/api/threads", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+
+
+def test_twenty_failures_from_one_address_refuse_every_username_there() -> None:
+    ip = fresh_ip()
+    for _ in range(20):
+        assert log_in(fresh_name(), "wrong", ip=ip)[1].status_code == 200
+    rita = make_user(fresh_name(), "reviewer")
+    client, response = log_in(rita.username, PASSWORD, ip=ip)
+    assert response.status_code == 429 and not logged_in(client)
+    client, response = log_in(rita.username, PASSWORD, ip=fresh_ip())
+    assert response.status_code == 302 and logged_in(client)
+
+
+def test_right_passwords_never_count_and_reset_the_usernames_failures() -> None:
+    rita = make_user(fresh_name(), "reviewer")
+    ip = fresh_ip()
+    for _ in range(3):
+        for _ in range(4):
+            log_in(rita.username, "wrong", ip=ip)
+        assert log_in(rita.username, PASSWORD, ip=ip)[1].status_code == 302
+    for _ in range(25):  # the test helpers log in many times, always with the right password
+        client, response = log_in(rita.username, PASSWORD, ip=ip)
+        assert response.status_code == 302 and logged_in(client)
+
+
+def test_the_refusal_ends_with_the_window(settings: Any) -> None:
+    settings.LOGIN_FAILURE_WINDOW_S = 1
+    rita = make_user(fresh_name(), "reviewer")
+    ip = fresh_ip()
+    for _ in range(5):
+        log_in(rita.username, "wrong", ip=ip)
+    assert log_in(rita.username, PASSWORD, ip=ip)[1].status_code == 429
+    time.sleep(1.2)
+    client, response = log_in(rita.username, PASSWORD, ip=ip)
+    assert response.status_code == 302 and logged_in(client)
+
+
+def test_the_admin_login_is_throttled_like_the_login_page() -> None:
+    ada: User = make_user(fresh_name(), "admin")
+    ada.is_staff = ada.is_superuser = True
+    ada.save()
+    ip = fresh_ip()
+    for _ in range(5):
+        log_in(ada.username, "wrong", ip=ip, path="/admin/login/")
+    client, response = log_in(ada.username, PASSWORD, ip=ip, path="/admin/login/")
+    assert not logged_in(client)
+    assert "Too many failed logins" in response.content.decode()
+
+
+def test_with_the_cache_unreachable_logins_still_work_and_nothing_is_a_500(settings: Any) -> None:
+    # Availability over throttling: a Redis outage must not lock everyone out.
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+            "OPTIONS": {"socket_connect_timeout": 0.2},
+        }
+    }
+    rita = make_user(fresh_name(), "reviewer")
+    ip = fresh_ip()
+    for _ in range(6):
+        assert log_in(rita.username, "wrong", ip=ip)[1].status_code == 200
+    client, response = log_in(rita.username, PASSWORD, ip=ip)
+    assert response.status_code == 302 and logged_in(client)
