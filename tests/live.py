@@ -354,13 +354,15 @@ class TcpProxy:
 
 class ModelServer:
     """The offline model's rules served from the test process over real HTTP, counting the
-    requests it answers; `hold()` makes every answer wait until `release()`."""
+    requests it answers; `hold(after=n)` makes every answer after the first n wait until
+    `release()`."""
 
     def __init__(self) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         server = self
         self.requests = 0
+        self.held_after: int | None = None
         self.open = threading.Event()
         self.open.set()
 
@@ -370,7 +372,8 @@ class ModelServer:
 
                 body = views.parse_request(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests += 1
-                server.open.wait(60)
+                if server.held_after is None or server.requests > server.held_after:
+                    server.open.wait(60)
                 message = rules.reply(body["messages"], body.get("tools") or [])
                 answer = views.completion(message, model="gatehouse-offline", messages=body["messages"])
                 data = json.dumps(answer).encode()
@@ -388,7 +391,8 @@ class ModelServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def hold(self) -> None:
+    def hold(self, *, after: int = 0) -> None:
+        self.held_after = after
         self.open.clear()
 
     def release(self) -> None:

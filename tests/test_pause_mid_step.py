@@ -58,12 +58,12 @@ def model(settings: Any) -> Iterator[ModelServer]:
 def test_a_pause_during_the_step_that_opens_a_gate_holds_the_gated_action_until_resumed(
     workers: Workers, model: ModelServer
 ) -> None:
-    workers.start("gate", {"OFFLINE_MODEL_DELAY_MS": "800", "OPENAI_BASE_URL": model.url})
-    thread_id = start_thread("Please refund order ORD-1003")
     # The second model call is the step that proposes issue_refund: hold it in flight.
-    wait_for(lambda: steps(thread_id) == 3, timeout=20, message="the lookup to finish")
-    model.hold()
+    model.hold(after=1)
+    workers.start("gate", {"OPENAI_BASE_URL": model.url})
+    thread_id = start_thread("Please refund order ORD-1003")
     wait_for(lambda: model.requests == 2, timeout=20, message="the step that opens the gate")
+    assert steps(thread_id) == 3  # input, the first model call, the lookup
 
     do_pause(thread_id, actor="user:tests")
     model.release()
