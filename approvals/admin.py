@@ -7,12 +7,12 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from approvals.access import Access
 from approvals.actions.claims import do_release
 from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_delete_policy, do_record_policy_change, policy_facts
 from approvals.actions.tokens import do_revoke_tokens
 from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, Policy, Queue
-from approvals.roles import is_admin
 from checkpoints.digest import canonical_json
 
 
@@ -78,19 +78,19 @@ class PolicyAdmin(admin.ModelAdmin):
     ]
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return is_admin(request.user)
+        return Access.of(request.user).is_admin
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return is_admin(request.user)
+        return Access.of(request.user).is_admin
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return is_admin(request.user)
+        return Access.of(request.user).is_admin
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return is_admin(request.user)
+        return Access.of(request.user).is_admin
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return is_admin(request.user)
+        return Access.of(request.user).is_admin
 
     def save_model(self, request: HttpRequest, obj: Policy, form: Any, change: bool) -> None:
         old = Policy.objects.filter(pk=obj.pk).first() if change else None

@@ -9,7 +9,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from approvals import events, inbox_push, permissions, roles, selectors, thread_access, thread_selectors
+from approvals import events, inbox_push, selectors, thread_selectors
+from approvals.access import Access
 from approvals.forms import InboxFilterForm
 from approvals.live_groups import keep_joined
 from approvals.models import ApprovalRequest, ApprovalStatus
@@ -64,7 +65,7 @@ class InboxConsumer(RejoiningConsumer):
         if not user.is_authenticated:
             await self.close(code=UNAUTHENTICATED)
             return
-        if not await database_sync_to_async(permissions.has_any_role)(user):
+        if not await database_sync_to_async(lambda: Access.of(user).has_any_role)():
             await self.close(code=FORBIDDEN)
             return
         self.query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
@@ -76,10 +77,15 @@ class InboxConsumer(RejoiningConsumer):
 
     def _viewer(self) -> inbox_push.Viewer:
         user = self.scope["user"]
-        closed = permissions.closed_queues(user)
-        visible = {q for q in selectors.known_queues() if q not in closed}
-        can_claim, can_read_ledger = roles.is_reviewer(user), permissions.can_read_ledger(user)
-        return inbox_push.Viewer(user, closed, visible, can_claim=can_claim, can_read_ledger=can_read_ledger)
+        access = Access.of(user, fresh=True)  # each rejoin re-reads the user's rights
+        visible = set(access.visible_queues(selectors.known_queues()))
+        return inbox_push.Viewer(
+            user,
+            set(access.closed_queues),
+            visible,
+            can_claim=access.is_reviewer,
+            can_read_ledger=access.can_read_ledger,
+        )
 
     def _view(self) -> inbox_push.InboxView:
         viewer = self._viewer()
@@ -174,7 +180,7 @@ class ThreadConsumer(RejoiningConsumer):
 
     def _allowed(self, user: Any) -> bool:
         thread = Thread.objects.filter(pk=self.thread_id).first()
-        return thread is not None and thread_access.can_see_thread(user, thread)
+        return thread is not None and Access.of(user).can_see_thread(thread.pk)
 
     async def disconnect(self, code: int) -> None:
         self.stop_rejoining()

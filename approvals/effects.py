@@ -16,7 +16,7 @@ from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
 
 from agents.runtime import RESULT_PREFIX
-from approvals import permissions
+from approvals.access import Access
 from approvals.models import RAN, ApprovalRequest
 from approvals.presentation import gate_approval
 from checkpoints.models import PendingWrite
@@ -81,7 +81,7 @@ def same_effects(
     user: AbstractBaseUser | AnonymousUser, *, action: str, args: dict[str, Any], exclude: int | None = None
 ) -> list[Effect]:
     """Effects of the same tool with the same arguments, in any thread the user's queues show."""
-    rows = permissions.visible_requests(user, _done().filter(action=action))
+    rows = Access.of(user).visible_requests(_done().filter(action=action))
     if exclude is not None:
         rows = rows.exclude(pk=exclude)
     wanted = _key(action, args)
@@ -91,7 +91,7 @@ def same_effects(
 def flag_done(user: AbstractBaseUser | AnonymousUser, items: list[ApprovalRequest]) -> None:
     """Set `done_before` on each pending item whose exact call already ran somewhere (else None)."""
     actions = {i.action for i in items}
-    _flag(items, permissions.visible_requests(user, _done().filter(action__in=actions)) if actions else None)
+    _flag(items, Access.of(user).visible_requests(_done().filter(action__in=actions)) if actions else None)
 
 
 def flag_done_outside(items: list[ApprovalRequest], *, closed: set[str]) -> None:

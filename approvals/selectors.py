@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents.loading import load_checkpoint
 from agents.registry import registry
-from approvals import permissions
+from approvals.access import Access, reviewers_who_may_decide
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints.backends.base import CheckpointError
 from checkpoints.models import Thread
@@ -33,10 +33,7 @@ def known_queues() -> list[str]:
 
 
 def visible_queues(user: AbstractBaseUser | AnonymousUser) -> list[str]:
-    if not permissions.has_any_role(user):
-        return []
-    closed = permissions.closed_queues(user)
-    return [q for q in known_queues() if q not in closed]
+    return Access.of(user).visible_queues(known_queues())
 
 
 @dataclass(frozen=True)
@@ -52,9 +49,7 @@ def pending_requests(
     user: AbstractBaseUser | AnonymousUser, filters: InboxFilter = InboxFilter()
 ) -> QuerySet[ApprovalRequest]:
     """The user's inbox: pending requests in queues they may see, oldest first."""
-    requests = permissions.visible_requests(
-        user, ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
-    )
+    requests = Access.of(user).visible_requests(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING))
     if filters.queue:
         requests = requests.filter(queue=filters.queue)
     if filters.agent:
@@ -73,9 +68,7 @@ class QueueCount:
 
 def queue_counts(user: AbstractBaseUser | AnonymousUser) -> list[QueueCount]:
     """Pending and claimed counts for every queue the user may see, empty ones included."""
-    pending = permissions.visible_requests(
-        user, ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
-    )
+    pending = Access.of(user).visible_requests(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING))
     rows = {
         row["queue"]: row
         for row in pending.order_by()
@@ -128,7 +121,7 @@ def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) 
         "more": max(total - INBOX_LIMIT, 0),
         "queues": queues,
         "all_pending": sum(q.pending for q in queues),
-        "can_read_ledger": permissions.can_read_ledger(user),
+        "can_read_ledger": Access.of(user).can_read_ledger,
         "filters": filters,
         "user": user,
         "now": timezone.now(),
@@ -298,17 +291,18 @@ def eligible_reviewers(queue: str, *, limit: int = 200) -> list[AbstractBaseUser
         .objects.filter(is_active=True)
         .filter(Q(is_superuser=True) | Q(groups__name__in=["reviewer", "admin"]))
         .distinct()
-        .order_by("username")[:limit]
+        .order_by("username")
+        .prefetch_related("groups")[:limit]
     )
-    return [u for u in users if permissions.can_decide(u, queue)]
+    return reviewers_who_may_decide(users, queue)
 
 
 def status_context(item: ApprovalRequest, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
     """What a request's status line needs: its claim, and what this user may do about it."""
-    can_manage = permissions.can_manage_claims(user)
+    can_manage = Access.of(user).can_manage_claims
     return {
         "item": item,
-        "can_claim": item.is_pending and permissions.can_decide(user, item.queue),
+        "can_claim": item.is_pending and Access.of(user).can_decide(item.queue),
         "can_manage": can_manage,
         "reviewers": eligible_reviewers(item.queue) if can_manage and item.is_pending else [],
         "now": timezone.now(),

@@ -12,10 +12,9 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from agents.loading import load_checkpoint
-from approvals import permissions
+from approvals.access import Access, User
 from approvals.actions.standing import standing_decisions
 from approvals.models import AuditEvent
-from approvals.thread_access import User, can_operate, visible_threads
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointError, CheckpointSummary
 from checkpoints.diff import Change, diff_values
@@ -39,7 +38,7 @@ class ThreadFilters:
 
 def filtered_threads(user: User, filters: ThreadFilters) -> QuerySet[Thread]:
     """Threads the user may see, filtered, newest activity first."""
-    rows = visible_threads(user)
+    rows = Access.of(user).visible_threads()
     if filters.agent:
         rows = rows.filter(agent=filters.agent)
     if filters.status:
@@ -137,10 +136,10 @@ def side_context(thread: Thread, user: User) -> dict[str, Any]:
     render and for every live push."""
     return {
         **history_context(thread),
-        "can_operate": can_operate(user),
+        "can_operate": Access.of(user).can_operate,
         "paused_by": paused_by(thread),
         "standing": standing_decisions(thread.id),
-        "can_revoke_standing": permissions.can_revoke_standing(user),
+        "can_revoke_standing": Access.of(user).can_revoke_standing,
     }
 
 

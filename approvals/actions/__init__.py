@@ -1,1 +1,2 @@
-"""Business logic of the approvals app, by topic. Views, consumers and tasks call only these."""
+"""Business logic of the approvals app, by topic: every write goes through these (views, the API,
+consumers and tasks read through the selectors)."""

@@ -14,7 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.actions import InvalidInput
-from approvals import events, permissions
+from approvals import events
+from approvals.access import Access
 from approvals.actions.audit import do_audit, request_facts
 from approvals.actions.decisions import describe_closed
 from approvals.actions.errors import Conflict, NotAllowed
@@ -30,7 +31,7 @@ class ClaimConflict(Conflict):
 
 
 def check_may_claim(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
-    if not permissions.can_decide(user, request_.queue):
+    if not Access.of(user).can_decide(request_.queue):
         raise NotAllowed(f"You may not work on requests in the {request_.queue!r} queue.")
 
 
@@ -89,7 +90,7 @@ def do_release(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         holder = request_.claimed_by
         if holder is None:
             return request_
-        if holder.pk != user.pk and not permissions.can_manage_claims(user):
+        if holder.pk != user.pk and not Access.of(user).can_manage_claims:
             raise NotAllowed(f"Only {holder.get_username()} or an admin can release this claim.")
         _set_claim(request_, None, now=timezone.now())
         _changed(request_, actor=user, action="claim.release", claimed_by=holder.get_username())
@@ -98,11 +99,11 @@ def do_release(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
 
 def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUser) -> ApprovalRequest:
     """Hand a request to another reviewer who may decide its queue. Admins only."""
-    if not permissions.can_manage_claims(admin):
+    if not Access.of(admin).can_manage_claims:
         raise NotAllowed("Only admins can reassign requests.")
     with transaction.atomic():
         request_ = _locked(request_id)
-        if not permissions.can_decide(to, request_.queue):
+        if not Access.of(to).can_decide(request_.queue):
             raise InvalidInput({"to": NO_SUCH_REVIEWER})
         before = request_.claimed_by.get_username() if request_.claimed_by else ""
         _set_claim(request_, to, now=timezone.now())
@@ -117,7 +118,7 @@ def do_claim_op(request_: ApprovalRequest, *, user: AbstractBaseUser, op: str, t
     elif op == "release":
         do_release(request_.pk, user=user)
     elif op == "reassign":
-        if not permissions.can_manage_claims(user):
+        if not Access.of(user).can_manage_claims:
             raise NotAllowed("Only admins can reassign requests.")
         target = get_user_model().objects.filter(username=to, is_active=True).first()
         if target is None:

@@ -10,7 +10,8 @@ from django.utils import timezone
 from agents.actions import InvalidInput
 from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
-from approvals import events, permissions
+from approvals import events
+from approvals.access import Access
 from approvals.actions.audit import do_audit, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.signoffs import do_signoff, needs_signoffs
@@ -79,7 +80,7 @@ class ValidDecision:
 def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalRequest:
     """Fetch a request the user may see, or raise ApprovalRequest.DoesNotExist."""
     request_ = ApprovalRequest.objects.select_related("decided_by", "thread").get(pk=request_id)
-    if not permissions.can_see_queue(user, request_.queue):
+    if not Access.of(user).can_see_queue(request_.queue):
         raise ApprovalRequest.DoesNotExist
     return request_
 
@@ -98,7 +99,7 @@ def lock_request(request_id: int) -> tuple[ThreadData, ApprovalRequest]:
 
 
 def check_may_decide(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
-    if not permissions.can_decide(user, request_.queue):
+    if not Access.of(user).can_decide(request_.queue):
         raise NotAllowed(f"You may not decide requests in the {request_.queue!r} queue.")
 
 

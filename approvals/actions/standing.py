@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from agents.actions import InvalidInput
-from approvals import permissions
+from approvals.access import Access
 from approvals.actions.decisions import check_may_decide
 from approvals.actions.errors import NotAllowed
 from approvals.actions.policies import do_create_policy, do_delete_policy
@@ -94,7 +94,7 @@ def do_create_standing(
 
 def access_standing(*, user: AbstractBaseUser, thread_id: str, policy_id: int) -> Policy:
     """The thread's standing decision a reviewer may revoke, or raise Policy.DoesNotExist."""
-    if not permissions.can_revoke_standing(user):
+    if not Access.of(user).can_revoke_standing:
         raise NotAllowed("Only reviewers and admins revoke standing decisions.")
     return Policy.objects.exclude(thread_id="").get(pk=policy_id, thread_id=thread_id)
 

@@ -6,28 +6,19 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from agents import actions as agent_actions
-from approvals import thread_access
+from approvals.access import Access
 from approvals.actions.audit import do_audit
 from checkpoints.backends.base import ThreadData
 from checkpoints.diff import diff_values, summary
 from checkpoints.models import Thread
 
 
-class NotAllowed(PermissionError):
-    pass
-
-
 def access_thread(*, user: User, thread_id: str) -> Thread:
     """Fetch a thread the user may read, or raise Thread.DoesNotExist."""
     thread = Thread.objects.select_related("head").get(pk=thread_id)
-    if not thread_access.can_see_thread(user, thread):
+    if not Access.of(user).can_see_thread(thread.pk):
         raise Thread.DoesNotExist
     return thread
-
-
-def _check_operator(user: User, verb: str) -> None:
-    if not thread_access.can_operate(user):
-        raise NotAllowed(f"Only operators and admins may {verb} threads.")
 
 
 def _actor(user: User) -> str:
@@ -36,7 +27,7 @@ def _actor(user: User) -> str:
 
 def do_control(thread_id: str, *, user: User, verb: str) -> ThreadData:
     """Pause, resume or cancel a thread."""
-    _check_operator(user, verb)
+    Access.of(user).require_operator(verb)
     action = {
         "pause": agent_actions.do_pause,
         "resume": agent_actions.do_resume,
@@ -56,7 +47,7 @@ def do_control(thread_id: str, *, user: User, verb: str) -> ThreadData:
 
 def do_edit_state(thread_id: str, *, user: User, values: dict[str, Any]) -> agent_actions.Written:
     """Write an `update` checkpoint with the operator's values; audit the diff."""
-    _check_operator(user, "edit the state of")
+    Access.of(user).require_operator("edit the state of")
     with transaction.atomic():
         written = agent_actions.do_update_state(thread_id, values=values, actor=_actor(user))
         _audit_write(user, "thread.update", written)
@@ -67,7 +58,7 @@ def do_fork_thread(
     thread_id: str, *, user: User, checkpoint_id: str, values: dict[str, Any] | None
 ) -> agent_actions.Written:
     """Branch from a checkpoint (optionally edited); audit the diff against the origin."""
-    _check_operator(user, "fork")
+    Access.of(user).require_operator("fork")
     with transaction.atomic():
         written = agent_actions.do_fork(
             thread_id, checkpoint_id=checkpoint_id, values=values, actor=_actor(user)
@@ -78,7 +69,7 @@ def do_fork_thread(
 
 def do_continue_thread(thread_id: str, *, user: User, text: str) -> agent_actions.Written:
     """Add a user message to a finished thread."""
-    _check_operator(user, "continue")
+    Access.of(user).require_operator("continue")
     agent_actions.check_input_text(text)  # the same rule as at start, whichever way it came
     with transaction.atomic():
         written = agent_actions.do_continue(thread_id, text=text, actor=_actor(user))

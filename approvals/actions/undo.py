@@ -18,7 +18,8 @@ from django.utils import timezone
 from agents import gates
 from agents.gates import HumanDecision
 from agents.tools import Decision
-from approvals import events, permissions
+from approvals import events
+from approvals.access import Access
 from approvals.actions.audit import do_audit, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus
@@ -129,7 +130,7 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
             or request_.undo_until <= timezone.now()
         ):
             raise TooLateToUndo("Nothing to undo: no decision here is inside its undo window.")
-        if request_.decided_by_id != user.pk and not permissions.can_manage_claims(user):
+        if request_.decided_by_id != user.pk and not Access.of(user).can_manage_claims:
             raise NotAllowed("Only the reviewer who decided this (or an admin) can undo it.")
         undone = {**request_facts(request_), "undone": request_.status, "args": request_.decision_args}
         # Under the two-person rule the count restarts: the arguments approved may have been an edit.

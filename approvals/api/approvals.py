@@ -5,7 +5,7 @@ from typing import Annotated, Any
 from ninja import Router, Status
 from pydantic import Field
 
-from approvals import permissions
+from approvals.access import Access
 from approvals.actions.claims import do_claim_op
 from approvals.actions.decisions import access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
@@ -26,7 +26,7 @@ def list_approvals(
 ) -> Any:
     if status not in ApprovalStatus.values:
         return Status(400, {"detail": f"status must be one of: {', '.join(ApprovalStatus.values)}"})
-    rows = permissions.visible_requests(request.user, ApprovalRequest.objects.filter(status=status))
+    rows = Access.of(request.user).visible_requests(ApprovalRequest.objects.filter(status=status))
     if queue:
         rows = rows.filter(queue=queue)
     rows = rows.select_related("decided_by", "claimed_by").order_by("created_at", "id")[:500]

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field
 
-from approvals import permissions
+from approvals.access import Access
 from approvals.actions.policies import do_create_policy, do_delete_policy, do_update_policy
 from approvals.api.base import Error
 from approvals.http import AuthedRequest
@@ -124,7 +124,7 @@ def _not_found(policy_id: int) -> tuple[int, dict[str, str]]:
 
 @router.get("/policies", response={200: list[PolicyOut], 403: Error})
 def list_policies(request: AuthedRequest) -> Any:
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     rows = Policy.objects.filter(thread_id="").prefetch_related("groups").order_by("tool", "order", "id")
     return [PolicyOut.of(p) for p in rows[:1000]]
@@ -132,7 +132,7 @@ def list_policies(request: AuthedRequest) -> Any:
 
 @router.post("/policies", response={201: PolicyOut, 400: Error, 403: Error})
 def create_policy(request: AuthedRequest, body: PolicyIn) -> Any:
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     fields = body.model_dump(exclude={"groups"})
     policy = do_create_policy(actor=request.user, fields=fields, groups=body.groups)
@@ -142,7 +142,7 @@ def create_policy(request: AuthedRequest, body: PolicyIn) -> Any:
 @router.post("/policies/preview", response={200: PreviewOut, 400: Error, 403: Error, 404: Error})
 def preview(request: AuthedRequest, body: PreviewIn) -> Any:
     """What the policy set with this policy in place would decide differently; nothing is saved."""
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
     policy_id, limit, groups = (
@@ -166,7 +166,7 @@ def preview(request: AuthedRequest, body: PreviewIn) -> Any:
 
 @router.get("/policies/{policy_id}", response={200: PolicyOut, 403: Error, 404: Error})
 def get_policy(request: AuthedRequest, policy_id: int) -> Any:
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     policy = Policy.objects.filter(pk=policy_id).first()
     return PolicyOut.of(policy) if policy else Status(*_not_found(policy_id))
@@ -174,7 +174,7 @@ def get_policy(request: AuthedRequest, policy_id: int) -> Any:
 
 @router.patch("/policies/{policy_id}", response={200: PolicyOut, 400: Error, 403: Error, 404: Error})
 def change_policy(request: AuthedRequest, policy_id: int, body: PolicyPatch) -> Any:
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
     groups = changes.pop("groups", None)
@@ -186,7 +186,7 @@ def change_policy(request: AuthedRequest, policy_id: int, body: PolicyPatch) -> 
 
 @router.delete("/policies/{policy_id}", response={204: None, 403: Error, 404: Error})
 def delete_policy(request: AuthedRequest, policy_id: int) -> Any:
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     try:
         do_delete_policy(policy_id, actor=request.user)

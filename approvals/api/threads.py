@@ -9,7 +9,8 @@ from pydantic import Field
 
 from agents.actions import check_start_thread, do_start_thread
 from agents.loading import load_checkpoint
-from approvals import permissions, thread_access, thread_selectors
+from approvals import thread_selectors
+from approvals.access import Access
 from approvals.actions.threads import (
     access_thread,
     do_continue_thread,
@@ -57,7 +58,7 @@ def _thread_out(thread_id: str, request: AuthedRequest) -> ThreadOut:
         head=str(thread.head_id) if thread.head_id else None,
         values=load_checkpoint(thread_id=thread.id, agent=thread.agent).values if thread.head_id else {},
         pending_approvals=[
-            ApprovalOut.from_request(r) for r in pending if permissions.can_see_queue(request.user, r.queue)
+            ApprovalOut.from_request(r) for r in pending if Access.of(request.user).can_see_queue(r.queue)
         ],
         error=thread.error,
         offline_model=bool(thread.metadata.get("offline_model")),
@@ -69,7 +70,7 @@ def _thread_out(thread_id: str, request: AuthedRequest) -> ThreadOut:
 
 @router.post("/threads", response={201: ThreadOut, 400: Error, 403: Error, 409: Error})
 def start_thread(request: AuthedRequest, body: StartThreadIn) -> Any:
-    if not permissions.can_start_threads(request.user):
+    if not Access.of(request.user).can_operate:
         return Status(403, {"detail": "Only operators and admins may start threads."})
     agent = check_start_thread(
         agent=body.agent, text=body.input, thread_id=body.thread_id, tenant=body.tenant
@@ -200,7 +201,7 @@ def import_thread(
     request: AuthedRequest, body: dict[str, Any] = Body(...), thread_id: str | None = None
 ) -> Any:
     """Recreate an exported thread here (optionally under a new id)."""
-    if not thread_access.can_operate(request.user):
+    if not Access.of(request.user).can_operate:
         return Status(403, {"detail": "Only operators and admins may import threads."})
     try:
         valid = check_import(body, thread_id=thread_id)

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
 
-from approvals import permissions
+from approvals.access import reviewers_who_may_decide
 from approvals.notifiers import ESCALATED, BaseNotifier, Notification
 
 
@@ -29,7 +29,7 @@ class EmailNotifier(BaseNotifier):
         if settings.NOTIFY_EMAIL_TO:
             return list(settings.NOTIFY_EMAIL_TO)
         users = get_user_model().objects.filter(is_active=True).exclude(email="").order_by("pk")
-        return [u.email for u in users if permissions.can_decide(u, queue)]
+        return [u.email for u in reviewers_who_may_decide(users.prefetch_related("groups"), queue)]
 
     def body(self, notification: Notification) -> str:
         a = notification.approval

@@ -6,7 +6,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from approvals import permissions
+from approvals.access import Access
 from approvals.markdown import render_markdown
 
 register = template.Library()
@@ -46,7 +46,7 @@ def actor(created_by: str) -> str:
 
 @register.filter
 def can_read_ledger(user: Any) -> bool:
-    return permissions.can_read_ledger(user)
+    return Access.of(user).can_read_ledger
 
 
 @register.simple_tag

@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from approvals import permissions, selectors
+from approvals import selectors
+from approvals.access import Access
 from approvals.actions.decisions import DecisionConflict, NotAllowed, check_decision, do_decide
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, Queue
@@ -29,7 +30,7 @@ def test_a_queue_without_groups_is_open_to_every_reviewer() -> None:
     request_ = make_gate()
 
     assert [r.pk for r in selectors.pending_requests(rita)] == [request_.pk]
-    assert permissions.can_decide(rita, "refunds")
+    assert Access(rita).can_decide("refunds")
 
 
 def test_a_restricted_queue_is_seen_and_decided_only_by_its_groups() -> None:
@@ -51,7 +52,7 @@ def test_admins_see_every_queue_and_operators_see_only_open_ones() -> None:
 
     assert {r.pk for r in selectors.pending_requests(ada)} == {refund.pk, email.pk}
     assert [r.pk for r in selectors.pending_requests(olga)] == [email.pk]
-    assert not permissions.can_decide(olga, "outreach")
+    assert not Access(olga).can_decide("outreach")
 
 
 def test_someone_outside_a_restricted_queue_gets_404_for_its_request_page_and_api() -> None:
@@ -74,7 +75,7 @@ def test_a_group_added_to_a_queue_in_admin_grants_its_members_access() -> None:
     make_user("rita", "reviewer", queues=("refunds",))
     sam = make_user("sam", "reviewer")
     request_ = make_gate()
-    assert not permissions.can_see_queue(sam, "refunds")
+    assert not Access(sam).can_see_queue("refunds")
 
     seniors = Group.objects.create(name="seniors")
     Queue.objects.get(name="refunds").groups.add(seniors)

@@ -7,7 +7,8 @@ import pytest
 from django.test import Client
 
 from agents.actions import InvalidInput, ThreadStateError, replay_warnings
-from approvals.actions.threads import NotAllowed, do_control, do_edit_state, do_fork_thread
+from approvals.actions.errors import NotAllowed
+from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from approvals.thread_selectors import history

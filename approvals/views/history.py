@@ -10,8 +10,10 @@ from django.views.decorators.http import require_http_methods
 
 from agents.actions import InvalidInput, ThreadStateError, check_state, replay_warnings
 from agents.registry import registry
-from approvals import effects, thread_access, thread_selectors
-from approvals.actions.threads import NotAllowed, access_thread, do_fork_thread
+from approvals import effects, thread_selectors
+from approvals.access import Access
+from approvals.actions.errors import NotAllowed
+from approvals.actions.threads import access_thread, do_fork_thread
 from approvals.http import AuthedRequest
 from approvals.thread_forms import parse_state
 from checkpoints.backends.base import CheckpointError
@@ -40,7 +42,7 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
         "changes": thread_selectors.diff_against_parent(item),
         "warnings": replay_warnings(thread.id, checkpoint_id=item.id),
         "thread_effects": effects.thread_effects(thread.id),
-        "can_operate": thread_access.can_operate(request.user),
+        "can_operate": Access.of(request.user).can_operate,
         **thread_selectors.history_context(thread),
         "text": thread_selectors.pretty(item.values),
     }

@@ -13,7 +13,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from agents.actions import InvalidInput
-from approvals import permissions, roles, selectors
+from approvals import selectors
+from approvals.access import Access
 from approvals.actions.claims import do_claim_op, do_touch_claim
 from approvals.actions.decisions import ValidDecision, access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
@@ -26,7 +27,7 @@ from approvals.selectors import InboxFilter
 
 
 def inbox(request: AuthedRequest) -> HttpResponse:
-    if not permissions.can_see_threads(request.user):
+    if not Access.of(request.user).can_see_threads:
         raise PermissionDenied
     form = InboxFilterForm(request.GET, queues=selectors.visible_queues(request.user))
     valid = form.is_valid()
@@ -34,7 +35,7 @@ def inbox(request: AuthedRequest) -> HttpResponse:
     context.update(
         form=form,
         query=request.GET.copy() if valid else QueryDict(),
-        can_claim=roles.is_reviewer(request.user),
+        can_claim=Access.of(request.user).is_reviewer,
         undo_s=settings.DECISION_UNDO_S,
     )
     return render(request, "approvals/inbox.html", context, status=200 if valid else 400)
@@ -155,7 +156,7 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
         return redirect(target)
     context = {**selectors.status_context(item, request.user), "claim_error": error, "user": request.user}
     if request.htmx.target == f"approval-{item.pk}":
-        context["can_claim"] = roles.is_reviewer(request.user)
+        context["can_claim"] = Access.of(request.user).is_reviewer
         selectors.with_first_messages([item])
         return render(request, "approvals/inbox.html#row", context, status=status)
     return render(request, "approvals/decision.html#status", context, status=status)

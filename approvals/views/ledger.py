@@ -9,7 +9,7 @@ from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from approvals import permissions
+from approvals.access import Access
 from approvals.actions.ledger import LedgerFilter, csv_rows, filtered_events, verify_ledger
 from approvals.forms import LedgerFilterForm
 from approvals.http import AuthedRequest
@@ -18,7 +18,7 @@ PAGE_SIZE = 50
 
 
 def _filters(request: AuthedRequest) -> tuple[LedgerFilterForm, LedgerFilter | None]:
-    if not permissions.can_read_ledger(request.user):
+    if not Access.of(request.user).can_read_ledger:
         raise PermissionDenied("Only admins may read the audit ledger.")
     form = LedgerFilterForm(request.GET)
     return form, form.filters() if form.is_valid() else None

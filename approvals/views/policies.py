@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from agents.actions import InvalidInput
-from approvals import permissions
+from approvals.access import Access
 from approvals.http import AuthedRequest
 from approvals.models import Policy
 from approvals.policies import Rule
@@ -17,7 +17,7 @@ from approvals.policy_preview import DEFAULT_LIMIT, candidate, candidate_rule, p
 @require_http_methods(["GET", "POST"])
 def preview(request: AuthedRequest) -> HttpResponse:
     """POST: the policy admin form as it stands (its Preview button); GET ?policy=<id>: a saved policy."""
-    if not permissions.can_manage_policies(request.user):
+    if not Access.of(request.user).can_manage_policies:
         raise PermissionDenied("Only admins manage policies.")
     context: dict[str, object] = {"limit": DEFAULT_LIMIT}
     rule = _from_form(request, context) if request.method == "POST" else _saved(request)

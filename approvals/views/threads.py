@@ -11,10 +11,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from agents.actions import InvalidInput, ThreadStateError, check_start_thread, do_start_thread
 from agents.registry import registry
-from approvals import permissions, selectors, thread_access, thread_selectors
+from approvals import selectors, thread_selectors
+from approvals.access import Access
+from approvals.actions.errors import NotAllowed
 from approvals.actions.standing import access_standing, do_revoke_standing
 from approvals.actions.threads import (
-    NotAllowed,
     access_thread,
     do_continue_thread,
     do_control,
@@ -42,7 +43,7 @@ def _thread_or_404(request: AuthedRequest, thread_id: str) -> Thread:
 
 @require_http_methods(["GET", "POST"])
 def threads(request: AuthedRequest) -> HttpResponse:
-    if not permissions.can_see_threads(request.user):
+    if not Access.of(request.user).can_see_threads:
         raise PermissionDenied
     form = ThreadFilterForm(request.GET)
     page = Paginator(thread_selectors.filtered_threads(request.user, form.filters()), PAGE_SIZE)
@@ -53,7 +54,7 @@ def threads(request: AuthedRequest) -> HttpResponse:
         "page": shown,
         "query": request.GET.copy(),
         "agents": registry.all(),
-        "can_start": permissions.can_start_threads(request.user),
+        "can_start": Access.of(request.user).can_operate,
     }
     context["query"].pop("page", None)
     if request.method == "POST":
@@ -125,7 +126,7 @@ def control(request: AuthedRequest, thread_id: str, verb: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
     thread = _thread_or_404(request, thread_id)
-    if not thread_access.can_operate(request.user):
+    if not Access.of(request.user).can_operate:
         raise PermissionDenied("Only operators and admins may edit a thread's state.")
     head = thread_selectors.checkpoint(thread, str(thread.head_id))
     context: dict[str, Any] = {"thread": thread, "head": head, "text": thread_selectors.pretty(head.values)}
