@@ -4,7 +4,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 import pydantic
@@ -132,7 +132,6 @@ class Tool:
     args_model: type[pydantic.BaseModel]
     approval: Approval | None = None
     wants_context: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
 
     def openai_schema(self) -> dict[str, Any]:
         return {

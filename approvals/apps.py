@@ -9,10 +9,12 @@ class ApprovalsConfig(AppConfig):
         from agents import signals
         from approvals import events
         from approvals.actions import gates
+        from checkpoints.signals import protect_checkpoints
 
         signals.gates_opened.connect(gates.on_gates_opened, dispatch_uid="approvals.gates_opened")
         signals.gates_superseded.connect(gates.on_gates_superseded, dispatch_uid="approvals.gates_superseded")
         signals.thread_changed.connect(events.on_thread_changed, dispatch_uid="approvals.thread_changed")
+        protect_checkpoints.connect(gates.open_request_checkpoints, dispatch_uid="approvals.protect")
         self._watch_policies()
 
     def _watch_policies(self) -> None:

@@ -264,10 +264,6 @@ def _pretty(raw: Any) -> str:
     return "\n".join(lines)
 
 
-def recent_threads(limit: int = 50) -> QuerySet[Thread]:
-    return Thread.objects.order_by("-updated_at")[:limit]
-
-
 def thread_context(thread_id: str) -> dict[str, Any]:
     """What the conversation partial needs, read from the thread's head checkpoint."""
     thread = Thread.objects.get(pk=thread_id)

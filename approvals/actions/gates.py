@@ -108,3 +108,9 @@ def on_gates_opened(
 
 def on_gates_superseded(sender: Any, *, thread_id: str, reason: str, **kwargs: Any) -> None:
     do_supersede_requests(thread_id=thread_id, reason=reason)
+
+
+def open_request_checkpoints(sender: Any, *, thread_id: str, **kwargs: Any) -> list[str]:
+    """Retention keeps the checkpoints pending requests point at: a decision must find its gate."""
+    pending = ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING)
+    return [str(pk) for pk in pending.values_list("checkpoint_id", flat=True)]

@@ -30,7 +30,7 @@ from checkpoints.backends.base import (
     ThreadNotFound,
 )
 from checkpoints.backends.memory_store import MemoryStoreMixin
-from checkpoints.backends.records import layout_of, new_summary, open_checkpoint, with_values
+from checkpoints.backends.sealing import layout_of, new_summary, open_checkpoint, with_values
 from checkpoints.digest import canonical_json
 from checkpoints.ids import check_thread_id
 from checkpoints.models import ThreadStatus

@@ -1,8 +1,9 @@
 """The ORM backend's hot statements, as SQL that Postgres and SQLite both run.
 
 A checkpoint write is three statements (move the head, add the new values, add the
-checkpoint) and a head load two (the checkpoint row, then one recursive CTE for all its
-values), whatever the thread's length. Parameters go through the model fields' own
+checkpoint) and a head load two (the checkpoint row, then one keyed fetch of its values by key
+and by (run, depth) span; a recursive walk only when a list's runs are broken), whatever the
+thread's length. Parameters go through the model fields' own
 preparation, so types (UUIDs, JSON, datetimes, bytes) match what the ORM would send.
 """
 
@@ -15,8 +16,8 @@ from typing import Any
 from django.db import connection, models
 from django.utils.dateparse import parse_datetime
 
-from checkpoints.backends import orm_cursor
 from checkpoints.backends.base import CheckpointSummary
+from checkpoints.backends.orm import prepared
 from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, Thread
 from checkpoints.storage.layout import Row
 from checkpoints.storage.loading import StoredRows, Wanted
@@ -110,7 +111,7 @@ def fetch_chains(thread_id: str, keys: Sequence[bytes]) -> StoredRows:
 
 
 def _rows(sql: str, params: list[Any]) -> StoredRows:
-    found = orm_cursor.fetch_all(sql, params)
+    found = prepared.fetch_all(sql, params)
     return {bytes(key): (bytes(prev) if prev is not None else None, data) for key, prev, data in found}
 
 
@@ -127,7 +128,7 @@ def checkpoint_row(
         assert pk is not None
         sql += "%s"
         params = [thread_id, pk.get_db_prep_value(checkpoint_id, connection)]
-    row = orm_cursor.fetch_one(sql, params)
+    row = prepared.fetch_one(sql, params)
     if row is None:
         return None
     return summary_of(_from_db(row[:-1])), json.loads(row[-1])

@@ -1,7 +1,9 @@
-"""The ORM backend: Postgres in production, SQLite as the embedded default.
+"""`OrmBackend`: the backend interface on Django's models.
 
 Values are stored once (docs/storage.md): a write adds only what its parent does not hold,
-and a load reads the checkpoint row plus one recursive query for all its values.
+and a load reads the checkpoint row, then its values by key and by (run, depth) span: list
+items written in order by one writer share a run, so a keyed fetch finds them all; only lists
+whose runs were broken (rows another writer stored first) walk their prev links recursively.
 """
 
 import json
@@ -14,8 +16,6 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from checkpoints.backends import orm_sql as sql
-from checkpoints.backends import orm_write
 from checkpoints.backends.base import (
     BaseCheckpointBackend,
     CheckpointData,
@@ -28,9 +28,11 @@ from checkpoints.backends.base import (
     ThreadExists,
     ThreadNotFound,
 )
-from checkpoints.backends.orm_retention import OrmRetentionMixin
-from checkpoints.backends.orm_store import OrmStoreMixin
-from checkpoints.backends.records import layout_of, new_summary, open_checkpoint, with_values
+from checkpoints.backends.orm import statements as sql
+from checkpoints.backends.orm import writes
+from checkpoints.backends.orm.maintenance import OrmRetentionMixin
+from checkpoints.backends.orm.store import OrmStoreMixin
+from checkpoints.backends.sealing import layout_of, new_summary, open_checkpoint, with_values
 from checkpoints.digest import canonical_json
 from checkpoints.ids import check_thread_id
 from checkpoints.models import Checkpoint, PendingWrite, Thread, ThreadStatus
@@ -172,7 +174,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         summary, layout, plan_rows, refs = self._prepare(
             thread_id=thread_id, parent=parent, new=checkpoint, branch=branch
         )
-        moved = orm_write.write(
+        moved = writes.write(
             summary, refs=refs, rows=plan_rows, expected_head=expected_head, status=status, now=timezone.now()
         )
         if not moved:

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from checkpoints.backends import orm_cursor
-from checkpoints.backends import orm_sql as sql
 from checkpoints.backends.base import CheckpointSummary
+from checkpoints.backends.orm import prepared
+from checkpoints.backends.orm import statements as sql
 from checkpoints.digest import canonical_json
 from checkpoints.models import Checkpoint, Thread, ThreadStatus
 from checkpoints.storage.layout import Row
@@ -83,7 +83,7 @@ def _write_postgres(
     parts += [_stored(summary.thread_id, rows)] if rows else []
     parts.append(_written(summary, refs=refs))
     statement = f"WITH {', '.join(text for text, _ in parts)} SELECT count(*) FROM moved"
-    return bool(orm_cursor.fetch_one(statement, [p for _, params in parts for p in params])[0])
+    return bool(prepared.fetch_one(statement, [p for _, params in parts for p in params])[0])
 
 
 Part = tuple[str, list[Any]]

@@ -9,8 +9,8 @@ from django.db import connection, models, transaction
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce, Length
 
-from checkpoints.backends import orm_sql as sql
 from checkpoints.backends.base import PruneResult
+from checkpoints.backends.orm import statements as sql
 from checkpoints.digest import canonical_json, encode_digest, row_key, sha256
 from checkpoints.models import Checkpoint, PendingWrite, StoredValue, StoreItem, Thread
 from checkpoints.storage.crypto import Sealer, current_sealer
