@@ -12,14 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import OuterRef, QuerySet, Subquery, Value
+from django.db.models import OuterRef, QuerySet, Value
 from django.db.models.functions import Concat
 
 from agents.runtime import RESULT_PREFIX
 from approvals.access import Access
 from approvals.models import RAN, ApprovalRequest
 from approvals.presentation import gate_approval
-from checkpoints.models import PendingWrite
+from checkpoints.selectors import write_time
 
 RECENT = 1000  # effects looked at per question: recent ones are the ones that invite a repeat
 
@@ -40,12 +40,12 @@ class Effect:
 
 
 def _done() -> QuerySet[ApprovalRequest]:
-    result = PendingWrite.objects.filter(
+    ran_at = write_time(
         checkpoint_id=OuterRef("checkpoint_id"), task_id=Concat(Value(RESULT_PREFIX), OuterRef("key"))
-    ).values("created_at")[:1]
+    )
     return (
         ApprovalRequest.objects.filter(status__in=RAN)
-        .annotate(ran_at=Subquery(result))
+        .annotate(ran_at=ran_at)
         .filter(ran_at__isnull=False)
         .select_related("decided_by", "checkpoint")
         .order_by("-ran_at")

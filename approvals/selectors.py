@@ -130,7 +130,7 @@ def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) 
 
 def with_first_messages(items: list[ApprovalRequest]) -> list[ApprovalRequest]:
     """Set `first_message` on each request: what its thread's person asked (one query)."""
-    from approvals.thread_selectors import first_messages
+    from checkpoints.selectors import first_messages
 
     found = first_messages([r.thread_id for r in items])
     for item in items:

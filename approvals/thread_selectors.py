@@ -5,9 +5,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
@@ -19,8 +16,8 @@ from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointError, CheckpointSummary
 from checkpoints.diff import Change, diff_values
 from checkpoints.history import Branch, build_tree
-from checkpoints.models import CheckpointSource, StoredValue, Thread, ThreadStatus
-from checkpoints.storage.crypto import SealError, current_sealer
+from checkpoints.models import CheckpointSource, Thread, ThreadStatus
+from checkpoints.selectors import first_messages, threads_matching
 
 HISTORY_LIMIT = 1000
 NOTE_LIMIT = 20
@@ -51,25 +48,8 @@ def filtered_threads(user: User, filters: ThreadFilters) -> QuerySet[Thread]:
     if filters.decided_by:
         rows = rows.filter(approval_requests__decided_by__username=filters.decided_by).distinct()
     if filters.q:
-        # A UNION of the two searches lets each use its own index on Postgres; an OR would scan.
-        by_id = Thread.objects.filter(id__icontains=filters.q).order_by().values("id")
-        rows = rows.filter(id__in=by_id.union(_mentioning(filters.q)))
+        rows = rows.filter(id__in=threads_matching(filters.q))
     return rows.order_by("-updated_at", "id")
-
-
-def _mentioning(q: str) -> QuerySet[StoredValue, Any]:
-    """Threads with a message that holds every word of q. List items are stored once per
-    thread, not per checkpoint; encrypted ones cannot be searched. On Postgres: full-text
-    search (whole words, web-search syntax: "a phrase", or, -word), served by
-    storedvalue_item_fts; elsewhere a scan for each word as a substring."""
-    items = StoredValue.objects.filter(run__isnull=False)
-    if connection.vendor == "postgresql":
-        words = SearchQuery(q, config="simple", search_type="websearch")
-        items = items.annotate(words=SearchVector("data", config="simple")).filter(words=words)
-    else:
-        for word in q.split():
-            items = items.filter(data__icontains=word)
-    return items.order_by().values("thread_id")
 
 
 def annotate_page(threads: list[Thread]) -> list[Thread]:
@@ -90,27 +70,6 @@ def annotate_page(threads: list[Thread]) -> list[Thread]:
         thread.first_message = asked.get(thread.id, "")  # type: ignore[attr-defined]
         thread.pending = pending.get(thread.id, 0)  # type: ignore[attr-defined]
     return threads
-
-
-def first_messages(thread_ids: list[str]) -> dict[str, str]:
-    """Each thread's first message (what its person asked), in one query: the first item of its
-    message list. A fork that edited that item leaves two; either serves to tell threads apart."""
-    rows = (
-        StoredValue.objects.filter(thread_id__in=set(thread_ids), run__isnull=False, depth=0)
-        .order_by()
-        .values_list("thread_id", "run", "data")
-    )
-    sealer, found = current_sealer(), {}
-    for thread_id, _, data in sorted(rows, key=lambda r: (r[0], r[1])):
-        if thread_id in found:
-            continue
-        try:
-            item = json.loads(sealer.open(data))
-        except (ValueError, SealError, ImproperlyConfigured):
-            continue
-        if isinstance(item, dict) and isinstance(item.get("content"), str):
-            found[thread_id] = item["content"]
-    return found
 
 
 def _midnight(day: date) -> datetime:

@@ -1,0 +1,59 @@
+"""Reads of the store that the apps above it ask for, so that none of them touches how values
+are stored (list items, runs, sealing) or how pending writes are kept."""
+
+import json
+from typing import Any
+
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.db.models import QuerySet, Subquery
+
+from checkpoints.models import PendingWrite, StoredValue, Thread
+from checkpoints.storage.crypto import SealError, current_sealer
+
+
+def threads_matching(q: str) -> QuerySet[Thread, Any]:
+    """Ids of threads whose id contains q or that hold a message with every word of q.
+
+    A UNION lets each search use its own index on Postgres (an OR would scan). List items are
+    stored once per thread, not per checkpoint; encrypted ones cannot be searched. On Postgres
+    messages match by full-text search (whole words, web-search syntax: "a phrase", or,
+    -word), served by storedvalue_item_fts; elsewhere by a substring scan for each word."""
+    by_id = Thread.objects.filter(id__icontains=q).order_by().values("id")
+    items = StoredValue.objects.filter(run__isnull=False)
+    if connection.vendor == "postgresql":
+        words = SearchQuery(q, config="simple", search_type="websearch")
+        items = items.annotate(words=SearchVector("data", config="simple")).filter(words=words)
+    else:
+        for word in q.split():
+            items = items.filter(data__icontains=word)
+    return by_id.union(items.order_by().values("thread_id"))
+
+
+def first_messages(thread_ids: list[str]) -> dict[str, str]:
+    """Each thread's first message (what its person asked), in one query: the first item of its
+    message list. A fork that edited that item leaves two; either serves to tell threads apart."""
+    rows = (
+        StoredValue.objects.filter(thread_id__in=set(thread_ids), run__isnull=False, depth=0)
+        .order_by()
+        .values_list("thread_id", "run", "data")
+    )
+    sealer, found = current_sealer(), {}
+    for thread_id, _, data in sorted(rows, key=lambda r: (r[0], r[1])):
+        if thread_id in found:
+            continue
+        try:
+            item = json.loads(sealer.open(data))
+        except (ValueError, SealError, ImproperlyConfigured):
+            continue
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            found[thread_id] = item["content"]
+    return found
+
+
+def write_time(*, checkpoint_id: Any, task_id: Any) -> Subquery:
+    """When the pending write `task_id` was recorded at the checkpoint (NULL if it was not), as
+    a subquery over outer references: say, when a gated call's result was recorded."""
+    rows = PendingWrite.objects.filter(checkpoint_id=checkpoint_id, task_id=task_id)
+    return Subquery(rows.values("created_at")[:1])
