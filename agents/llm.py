@@ -20,6 +20,15 @@ class ModelUnavailable(Exception):
     """The model could not be reached or answered with a server error; the step may be retried."""
 
 
+TRANSIENT = (
+    openai.APIConnectionError,
+    openai.APITimeoutError,
+    openai.InternalServerError,
+    openai.RateLimitError,
+)
+"""The client's errors that a retry of the step may not meet again."""
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -67,12 +76,10 @@ def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
             model=settings.OPENAI_MODEL,
             messages=[to_api_message(m) for m in messages],
             **({"tools": tools} if tools else {}),
-            **_offline_headers(),
+            **offline_headers(),
         )
-    except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError) as exc:
+    except TRANSIENT as exc:
         raise ModelUnavailable(f"model unavailable at {settings.OPENAI_BASE_URL}: {exc}") from exc
-    except openai.RateLimitError as exc:
-        raise ModelUnavailable(f"model rate-limited: {exc}") from exc
     message = response.choices[0].message
     calls = [
         ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
@@ -82,7 +89,8 @@ def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
     return ModelReply(content=message.content, tool_calls=calls, model=response.model)
 
 
-def _offline_headers() -> dict[str, Any]:
+def offline_headers() -> dict[str, Any]:
+    """The request options that carry this process's model delay to the offline model."""
     # The delay is set where the agent runs (a slow worker in a fault test); the offline
     # server honours it per request.
     if is_offline() and settings.OFFLINE_MODEL_DELAY_MS > 0:

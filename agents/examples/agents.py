@@ -48,18 +48,19 @@ def lookup_order(order_id: OrderId) -> dict[str, Any]:
     return {"order_id": order_id.upper(), **order, "status": "delivered"}
 
 
-@tool(
-    approval=Approval(
-        queue="refunds",
-        decisions=(Decision.APPROVE, Decision.EDIT, Decision.REJECT, Decision.RESPOND),
-        description=lambda a: (
-            f"Refund **{_money(a['amount_cents'])}** to the customer of order `{a['order_id']}`."
-        ),
-        summary=_refund_summary,
-        render="tools/refund.html",
-        consequential=True,
-    )
+REFUND_APPROVAL = Approval(
+    queue="refunds",
+    decisions=(Decision.APPROVE, Decision.EDIT, Decision.REJECT, Decision.RESPOND),
+    description=lambda a: (
+        f"Refund **{_money(a['amount_cents'])}** to the customer of order `{a['order_id']}`."
+    ),
+    summary=_refund_summary,
+    render="tools/refund.html",
+    consequential=True,
 )
+
+
+@tool(approval=REFUND_APPROVAL)
 def issue_refund(
     order_id: OrderId,
     amount_cents: Annotated[int, Field(gt=0, le=1_000_000, title="Amount", description="Amount in cents")],
@@ -125,3 +126,5 @@ outreach = register(
         tools=[send_email],
     )
 )
+
+from agents.examples import refunds_pydantic_ai  # noqa: E402,F401  (registers itself)

@@ -1,0 +1,301 @@
+"""pydantic-ai agents behind Gatehouse's inbox.
+
+`PydanticAIAgent(name=..., agent=<pydantic_ai.Agent>, gates={"issue_refund": Approval(...)})`
+runs the agent one *segment* per step: `agent.run_sync` until it finishes or stops at tools that
+need approval (`requires_approval=True`: the run ends with `DeferredToolRequests`). Each
+segment is a checkpoint; each call awaiting approval is a gate, so a request in the inbox. The
+step after the decisions resumes the run with `DeferredToolResults`: approve → `True`, edit →
+`ToolApproved(override_args=...)`, reject (or expiry) → `ToolDenied` with the reason the
+model reads, respond → `ToolDenied` with the reviewer's text in the tool's place.
+
+State: pydantic-ai's own message history (`ModelMessagesTypeAdapter` JSON, with a format
+marker), appended per segment, and the conversation in the chat shape the pages show.
+
+What runs again after a crash: a step is retried from its checkpoint, so the segment's model
+calls and its tools that need no approval run again; a tool that needs approval runs at most
+once per call if it wraps its side effect in `ctx.deps.run_once(ctx.tool_call_id, fn)`
+(recorded with the step's checkpoint, like native tools).
+"""
+
+import json
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import pydantic
+import pydantic_ai
+from django.db import connections
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
+
+from agents import llm
+from agents.gates import HumanDecision
+from agents.graph import Agent, Gate, Retention, Step, StepContext
+from agents.prebuilt import EXPIRED_PREFIX, POLICY_PREFIX, REJECTED_PREFIX
+from agents.state import State, add_messages, append, new_message_id
+from agents.tools import Approval, Decision, ToolArgumentsError
+
+HISTORY_FORMAT = "pydantic-ai/1"  # the stored history's shape: ModelMessagesTypeAdapter's JSON
+NODE = "run"
+
+
+class PydanticAIState(State):
+    messages: Annotated[list[dict[str, Any]], add_messages] = []
+    """The conversation as the pages show it (the chat shape native agents store)."""
+    history: Annotated[list[dict[str, Any]], append] = []
+    """pydantic-ai's messages, as `ModelMessagesTypeAdapter` dumps them (HISTORY_FORMAT)."""
+    history_format: str = HISTORY_FORMAT
+    prompt: str = ""
+    """A person's message the next segment has yet to send."""
+
+
+@dataclass(frozen=True)
+class GatehouseDeps:
+    """What a pydantic-ai tool of a Gatehouse agent receives as `ctx.deps`."""
+
+    thread_id: str
+    checkpoint_id: str
+    run_once: Callable[[str, Callable[[], Any]], Any]
+    """run_once(ctx.tool_call_id, fn): fn's result, computed at most once for this call."""
+
+    def idempotency_key(self, tool_call_id: str) -> str:
+        """Stable across retries of the step: send it to the system the side effect lands in."""
+        return f"{self.thread_id}:{self.checkpoint_id}:{tool_call_id}"
+
+
+class _ClosingThreads(ThreadPoolExecutor):
+    """Runs the agent's sync tools (pydantic-ai sends them to threads); each call gives back the
+    database connection it opened, so no tool thread holds one between steps."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        def call() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return super().submit(call)
+
+
+_tool_threads = _ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
+
+
+class PydanticAIAgent(Agent):
+    """A pydantic-ai agent as a Gatehouse agent; `gates` names the tools that need approval
+    (declare them `requires_approval=True`) with their queue, decisions and description."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        agent: pydantic_ai.Agent[Any, Any],
+        gates: dict[str, Approval],
+        description: str = "",
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            state=PydanticAIState,
+            nodes={NODE: self.run_segment},
+            start=NODE,
+            description=description,
+            retention=retention or Retention(),
+        )
+        self.agent = agent
+        self.gates = gates
+
+    # The gate protocol: what is gated, its edit form, and how an edit is checked.
+    def approval_for(self, action: str) -> Approval | None:
+        return self.gates.get(action)
+
+    def approvals(self) -> list[Approval]:
+        return list(self.gates.values())
+
+    def _tool(self, action: str) -> Any:
+        return self.agent._function_toolset.tools.get(action)
+
+    def edit_schema(self, action: str) -> dict[str, Any]:
+        tool = self._tool(action)
+        return dict(tool.tool_def.parameters_json_schema) if tool is not None else {}
+
+    def validate_edit(self, action: str, args: Any) -> dict[str, Any]:
+        tool = self._tool(action)
+        if tool is None:
+            raise ToolArgumentsError(action, {"__all__": f"the tool {action!r} no longer exists"})
+        try:
+            validated = tool.function_schema.validator.validate_python(args if args is not None else {})
+        except pydantic.ValidationError as exc:
+            errors = {".".join(str(p) for p in e["loc"]) or "__all__": e["msg"] for e in exc.errors()}
+            raise ToolArgumentsError(action, errors) from exc
+        return pydantic.TypeAdapter(dict[str, Any]).dump_python(validated, mode="json")
+
+    def definition_errors(self) -> list[str]:
+        errors = super().definition_errors()
+        for action in self.gates:
+            tool = self._tool(action)
+            if tool is None:
+                errors.append(f"gate {action!r} names no tool of the pydantic-ai agent")
+            elif not tool.requires_approval:
+                errors.append(f"tool {action!r} is gated here: declare it requires_approval=True")
+        output = self.agent.output_type
+        if DeferredToolRequests not in (output if isinstance(output, list | tuple) else [output]):
+            errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
+        return errors
+
+    def input_update(self, text: str) -> dict[str, Any]:
+        return {"messages": [{"id": new_message_id(), "role": "user", "content": text}], "prompt": text}
+
+    def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
+        """The gated calls of the last model response that have no result yet."""
+        history = _history(state)
+        if next_node != NODE or not history or not isinstance(history[-1], ModelResponse):
+            return []
+        return self._gates(history[-1].tool_calls)
+
+    def _gates(self, calls: list[Any]) -> list[Gate]:
+        return [
+            Gate(
+                key=call.tool_call_id,
+                action=call.tool_name,
+                args=call.args_as_dict(),
+                approval=self.gates[call.tool_name],
+                description=self.gates[call.tool_name].describe(call.args_as_dict()),
+            )
+            for call in calls
+            if call.tool_name in self.gates
+        ]
+
+    def run_segment(self, state: Any, ctx: StepContext) -> Step:
+        """Run the agent until it finishes or waits for approvals: one checkpoint."""
+        deps = GatehouseDeps(thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, run_once=ctx.run_once)
+        history = _history(state)
+        results = _results(ctx.decisions) if ctx.decisions else None
+        try:
+            with pydantic_ai.Agent.using_thread_executor(_tool_threads):
+                result = self.agent.run_sync(  # type: ignore[call-overload]
+                    state.prompt or None,
+                    message_history=history or None,
+                    deferred_tool_results=results,
+                    deps=deps,
+                    model_settings=llm.offline_headers(),
+                )
+        except ModelHTTPError as exc:
+            if exc.status_code >= 500 or exc.status_code == 429:
+                raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
+            raise
+        except llm.TRANSIENT as exc:
+            raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
+        new = result.new_messages()
+        update: dict[str, Any] = {
+            "history": ModelMessagesTypeAdapter.dump_python(new, mode="json"),
+            "messages": [*_edited_calls(state.messages, ctx.decisions), *_chat(new)],
+            "prompt": "",
+        }
+        meta = {"model": _model_name(new), "offline": llm.is_offline()}
+        if isinstance(result.output, DeferredToolRequests):
+            if result.output.calls:
+                raise RuntimeError("external (deferred) tool calls are not supported; gate them instead")
+            return Step(
+                update=update,
+                goto=NODE,
+                gates=self._gates(result.output.approvals),
+                resumed=bool(ctx.decisions),
+                metadata=meta,
+            )
+        return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
+
+
+def _history(state: Any) -> list[ModelMessage]:
+    if state.history_format != HISTORY_FORMAT:
+        raise ValueError(f"history is {state.history_format!r}; this version reads {HISTORY_FORMAT!r}")
+    return ModelMessagesTypeAdapter.validate_python(state.history)
+
+
+def _results(decisions: dict[str, HumanDecision]) -> DeferredToolResults:
+    approvals: dict[str, Any] = {}
+    for key, decision in decisions.items():
+        if decision.kind == Decision.APPROVE:
+            approvals[key] = True
+        elif decision.kind == Decision.EDIT:
+            approvals[key] = ToolApproved(override_args=decision.args)
+        elif decision.kind == Decision.RESPOND:
+            approvals[key] = ToolDenied(message=decision.message)
+        else:
+            prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
+            if decision.policy:
+                prefix = POLICY_PREFIX.format(policy=decision.policy)
+            approvals[key] = ToolDenied(message=prefix + (decision.message or "no reason given"))
+    return DeferredToolResults(approvals=approvals)
+
+
+def _edited_calls(
+    messages: list[dict[str, Any]], decisions: dict[str, HumanDecision]
+) -> list[dict[str, Any]]:
+    """The shown messages whose calls a reviewer edited, rewritten in place (same id)."""
+    edits = {k: d.args for k, d in decisions.items() if d.kind == Decision.EDIT}
+    rewritten = []
+    for message in messages:
+        calls = message.get("tool_calls") or []
+        if not any(c.get("id") in edits for c in calls):
+            continue
+        calls = [
+            {**c, "function": {**c["function"], "arguments": json.dumps(edits[c["id"]])}, "edited": True}
+            if c.get("id") in edits
+            else c
+            for c in calls
+        ]
+        rewritten.append({**message, "tool_calls": calls})
+    return rewritten
+
+
+def _chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:
+    """pydantic-ai's messages in the chat shape the pages show (the person's prompt is already
+    shown: it was stored when they sent it)."""
+    shown: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            calls = [
+                {
+                    "id": c.tool_call_id,
+                    "type": "function",
+                    "function": {"name": c.tool_name, "arguments": c.args_as_json_str()},
+                }
+                for c in message.tool_calls
+            ]
+            shown.append(
+                {
+                    "id": new_message_id(),
+                    "role": "assistant",
+                    "content": message.text or None,
+                    **({"tool_calls": calls} if calls else {}),
+                }
+            )
+        elif isinstance(message, ModelRequest):
+            for part in message.parts:
+                if part.part_kind == "tool-return":
+                    content = part.content if isinstance(part.content, str) else part.model_response_str()
+                    shown.append(
+                        {
+                            "id": new_message_id(),
+                            "role": "tool",
+                            "tool_call_id": part.tool_call_id,
+                            "content": content,
+                        }
+                    )
+                elif part.part_kind == "retry-prompt" and part.tool_name:
+                    shown.append(
+                        {
+                            "id": new_message_id(),
+                            "role": "tool",
+                            "tool_call_id": part.tool_call_id,
+                            "content": f"Error: {part.model_response()}",
+                        }
+                    )
+    return shown
+
+
+def _model_name(messages: list[ModelMessage]) -> str:
+    names = [m.model_name for m in messages if isinstance(m, ModelResponse) and m.model_name]
+    return names[-1] if names else ""

@@ -1,0 +1,77 @@
+"""The refunds agent written with pydantic-ai, behind Gatehouse's inbox: the same orders, tools
+and refund ledger as the native `refunds` agent, through pydantic-ai's own OpenAI client."""
+
+import uuid
+from typing import Annotated, Any
+
+from django.conf import settings
+from pydantic import Field
+from pydantic_ai import Agent, DeferredToolRequests, RunContext
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from agents.adapters.pydanticai import GatehouseDeps, PydanticAIAgent
+from agents.examples.agents import DEMO_ORDERS, REFUND_APPROVAL
+from agents.examples.models import Refund
+from agents.registry import register
+
+model = OpenAIChatModel(
+    settings.OPENAI_MODEL,
+    provider=OpenAIProvider(base_url=settings.OPENAI_BASE_URL, api_key=settings.OPENAI_API_KEY or "offline"),
+)
+support = Agent(
+    model,
+    deps_type=GatehouseDeps,
+    output_type=[str, DeferredToolRequests],
+    instructions=(
+        "You are a customer-support agent. Look up the order before refunding it. "
+        "Refund at most the order total. Be brief."
+    ),
+)
+
+
+@support.tool_plain
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look up an order by its id (like ORD-1001): customer, email, total and status."""
+    order = DEMO_ORDERS.get(order_id.strip().upper())
+    if order is None:
+        return {"error": "no such order"}
+    return {"order_id": order_id.strip().upper(), **order, "status": "delivered"}
+
+
+@support.tool(requires_approval=True)
+def issue_refund(
+    ctx: RunContext[GatehouseDeps],
+    order_id: Annotated[str, Field(min_length=1, max_length=40)],
+    amount_cents: Annotated[int, Field(gt=0, le=1_000_000, description="Amount in cents")],
+) -> dict[str, Any]:
+    """Refund money to the customer of an order. Moves money: a human approves it first."""
+    call_id = ctx.tool_call_id or ""
+
+    def issue() -> dict[str, Any]:
+        refund = Refund.objects.create(
+            refund_id=f"rf_{uuid.uuid4().hex[:12]}",
+            order_id=order_id,
+            amount_cents=amount_cents,
+            thread_id=ctx.deps.thread_id,
+            idempotency_key=ctx.deps.idempotency_key(call_id),
+        )
+        return {
+            "status": "issued",
+            "refund_id": refund.refund_id,
+            "order_id": order_id,
+            "amount_cents": amount_cents,
+        }
+
+    # Recorded with the step's checkpoint: a retried step returns this result, not a second refund.
+    return ctx.deps.run_once(call_id, issue)
+
+
+refunds_pydantic_ai = register(
+    PydanticAIAgent(
+        name="refunds_pydantic_ai",
+        description="The refunds agent written with pydantic-ai (refunds need approval).",
+        agent=support,
+        gates={"issue_refund": REFUND_APPROVAL},  # the native agent's queue and wording
+    )
+)

@@ -1,0 +1,99 @@
+"""A pydantic-ai agent behind the inbox: the `refunds_pydantic_ai` example over the HTTP API,
+with a real Celery worker and the offline model reached through pydantic-ai's OpenAI client."""
+
+from typing import Any
+
+import pytest
+
+from agents.examples.models import Refund
+from agents.registry import registry
+from approvals.models import ApprovalRequest
+from tests.factories import Api, api_for, make_user
+from tests.test_refunds_flow import last_message, start, wait_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENT = "refunds_pydantic_ai"
+
+
+@pytest.fixture
+def api(live_server_url: str, celery_worker: Any) -> Api:
+    return api_for(make_user("ada", "admin"), live_server_url)
+
+
+def gate(api: Api, text: str) -> tuple[str, dict[str, Any]]:
+    thread_id = start(api, text, agent=AGENT)
+    [approval] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    return thread_id, approval
+
+
+def decide(api: Api, approval: dict[str, Any], body: dict[str, Any]) -> None:
+    response = api.post(f"/approvals/{approval['id']}/decision", body)
+    assert response.status_code == 200, response.text
+
+
+def test_approve_runs_the_tool_once_through_pydantic_ai_and_finishes(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1001")
+    assert (approval["action"], approval["queue"]) == ("issue_refund", "refunds")
+    assert approval["args"] == {"order_id": "ORD-1001", "amount_cents": 4250}
+    schema = registry.get(AGENT).edit_schema("issue_refund")  # the edit form's, from pydantic-ai
+    assert schema["properties"]["amount_cents"] == {
+        "description": "Amount in cents",
+        "exclusiveMinimum": 0,
+        "maximum": 1000000,
+        "type": "integer",
+    }
+    assert Refund.objects.count() == 0
+
+    decide(api, approval, {"decision": "approve"})
+
+    done = wait_status(api, thread_id, "done")
+    assert "Refund of $42.50 issued for order ORD-1001" in last_message(done)
+    [refund] = Refund.objects.all()
+    assert (refund.order_id, refund.amount_cents, refund.thread_id) == ("ORD-1001", 4250, thread_id)
+    assert refund.idempotency_key.endswith(ApprovalRequest.objects.get(pk=approval["id"]).key)
+    assert done["values"]["history_format"] == "pydantic-ai/1"
+    kinds = [m["kind"] for m in done["values"]["history"]]
+    assert kinds[-1] == "response" and kinds.count("response") == 3  # lookup, propose, report
+
+
+def test_edit_maps_to_override_args_and_the_edited_call_is_shown(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1002")
+
+    decide(api, approval, {"decision": "edit", "args": {"order_id": "ORD-1002", "amount_cents": 5000}})
+
+    done = wait_status(api, thread_id, "done")
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [5000]
+    assert "Refund of $50.00 issued" in last_message(done)
+    [call] = [
+        c
+        for m in done["values"]["messages"]
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == "issue_refund"
+    ]
+    assert call["edited"] is True and '"amount_cents": 5000' in call["function"]["arguments"]
+
+
+def test_an_edit_the_tool_refuses_is_a_400_naming_the_field(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1001")
+
+    response = api.post(
+        f"/approvals/{approval['id']}/decision",
+        {"decision": "edit", "args": {"order_id": "ORD-1001", "amount_cents": -5}},
+    )
+
+    assert response.status_code == 400, response.text
+    assert set(response.json()["errors"]) == {"args.amount_cents"}
+    assert api.thread(thread_id)["status"] == "waiting"
+
+
+def test_reject_denies_the_call_with_the_reason_and_nothing_is_refunded(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1003")
+
+    decide(api, approval, {"decision": "reject", "message": "Outside the 30-day window"})
+
+    done = wait_status(api, thread_id, "done")
+    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
+    assert results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
+    assert "Outside the 30-day window" in last_message(done)
+    assert Refund.objects.count() == 0
