@@ -169,12 +169,13 @@ class Tool:
         return self.fn(**valid, ctx=context) if self.wants_context else self.fn(**valid)
 
 
-def plain_errors(model: type[pydantic.BaseModel], exc: pydantic.ValidationError) -> dict[str, str]:
-    """Field name -> a sentence a reviewer reads: "Amount must be greater than 0"."""
+def plain_errors(model: type[pydantic.BaseModel] | None, exc: pydantic.ValidationError) -> dict[str, str]:
+    """Field name -> a sentence a reviewer reads: "Amount must be greater than 0" (the field's
+    title if `model` gives one, else its name)."""
     errors: dict[str, str] = {}
     for error in exc.errors():
         path = ".".join(str(p) for p in error["loc"]) or "__all__"
-        field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
+        field = model.model_fields.get(str(error["loc"][0])) if model and error["loc"] else None
         name = (field.title if field else None) or str(error["loc"][-1] if error["loc"] else "")
         label = name.replace("_", " ").capitalize() if name else "The arguments"
         errors.setdefault(path, f"{label} {_plain(error)}")

@@ -92,11 +92,11 @@ def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return result[0]
 
 
-def start_refund(text: str) -> str:
+def start_refund(text: str, agent: str = "refunds") -> str:
     """Start a refunds thread from the test (off Playwright's loop); return its id."""
 
     def start() -> str:
-        agent = check_start_thread(agent="refunds", text=text, thread_id=None)
-        return do_start_thread(agent=agent, text=text, thread_id=None, actor="test").id
+        definition = check_start_thread(agent=agent, text=text, thread_id=None)
+        return do_start_thread(agent=definition, text=text, thread_id=None, actor="test").id
 
     return off_loop(start)

@@ -83,7 +83,7 @@ def test_an_edit_the_tool_refuses_is_a_400_naming_the_field(api: Api) -> None:
     )
 
     assert response.status_code == 400, response.text
-    assert set(response.json()["errors"]) == {"args.amount_cents"}
+    assert response.json()["errors"] == {"args.amount_cents": "Amount cents must be greater than 0"}
     assert api.thread(thread_id)["status"] == "waiting"
 
 
@@ -97,3 +97,30 @@ def test_reject_denies_the_call_with_the_reason_and_nothing_is_refunded(api: Api
     assert results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
     assert "Outside the 30-day window" in last_message(done)
     assert Refund.objects.count() == 0
+
+
+def test_respond_puts_the_reviewers_text_in_the_tools_place(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1001")
+
+    decide(api, approval, {"decision": "respond", "message": "Store credit sent instead"})
+
+    done = wait_status(api, thread_id, "done")
+    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
+    assert results[-1] == "Store credit sent instead"
+    assert "Store credit sent instead" in last_message(done)
+    assert Refund.objects.count() == 0
+
+
+def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_on(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1002")
+    document = api.get(f"/threads/{thread_id}/export").json()
+
+    response = api.post("/imports?thread_id=pai-copy-1", document)
+
+    assert response.status_code == 201, response.text
+    [asked] = wait_status(api, "pai-copy-1", "waiting")["pending_approvals"]
+    assert (asked["action"], asked["args"]) == ("issue_refund", approval["args"])
+    decide(api, asked, {"decision": "approve"})
+    done = wait_status(api, "pai-copy-1", "done")
+    assert "Refund of $129.99 issued for order ORD-1002" in last_message(done)
+    assert list(Refund.objects.values_list("thread_id", flat=True)) == ["pai-copy-1"]

@@ -35,7 +35,7 @@ from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Retention, Step, StepContext
 from agents.prebuilt import EXPIRED_PREFIX, POLICY_PREFIX, REJECTED_PREFIX
 from agents.state import State, add_messages, append, new_message_id
-from agents.tools import Approval, Decision, ToolArgumentsError
+from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
 HISTORY_FORMAT = "pydantic-ai/1"  # the stored history's shape: ModelMessagesTypeAdapter's JSON
 NODE = "run"
@@ -127,8 +127,7 @@ class PydanticAIAgent(Agent):
         try:
             validated = tool.function_schema.validator.validate_python(args if args is not None else {})
         except pydantic.ValidationError as exc:
-            errors = {".".join(str(p) for p in e["loc"]) or "__all__": e["msg"] for e in exc.errors()}
-            raise ToolArgumentsError(action, errors) from exc
+            raise ToolArgumentsError(action, plain_errors(None, exc)) from exc
         return pydantic.TypeAdapter(dict[str, Any]).dump_python(validated, mode="json")
 
     def definition_errors(self) -> list[str]:
