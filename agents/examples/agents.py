@@ -127,4 +127,5 @@ outreach = register(
     )
 )
 
-from agents.examples import refunds_pydantic_ai  # noqa: E402,F401  (registers itself)
+# The same agent written with other frameworks (each registers itself).
+from agents.examples import refunds_langgraph, refunds_pydantic_ai  # noqa: E402, F401

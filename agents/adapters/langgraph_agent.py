@@ -1,0 +1,312 @@
+"""LangGraph graphs behind Gatehouse's inbox.
+
+`LangGraphAgent(name=..., graph=<StateGraph builder or compiled graph>, queue=...)` runs the
+graph one *segment* per step: `graph.invoke` until it ends or stops at `interrupt()`s. LangGraph
+keeps its own checkpoints in Gatehouse's store (`checkpoints.langgraph.GatehouseSaver`, LangGraph
+thread id = the Gatehouse thread id); each segment is one Gatehouse checkpoint that names the
+LangGraph checkpoint it ended at, holds the pending interrupts and the conversation the pages
+show. Every action an interrupt asks about is one gate, so one request in the inbox.
+
+Interrupt values understood (anything else is refused with a clear error):
+- LangChain's human-in-the-loop request, as `HumanInTheLoopMiddleware` raises it:
+  `{"action_requests": [{"name", "args", "description"}], "review_configs": [{"action_name",
+  "allowed_decisions"}]}`, resumed with `{"decisions": [...]}` in request order
+  (`{"type": "approve"}`, `{"type": "edit", "edited_action": {"name", "args"}}`,
+  `{"type": "reject", "message"}`).
+- Agent Inbox's `HumanInterrupt` list (`{"action_request": {"action", "args"}, "config":
+  {"allow_accept", "allow_edit", "allow_respond", "allow_ignore"}, "description"}`), resumed
+  with its response list (`accept`, `edit`, `response`; a reject is a `response` with the
+  reason).
+Several interrupts at once resume together: `Command(resume={interrupt_id: value, ...})`.
+
+What runs again: LangGraph re-runs an interrupted node from its start when it resumes, and a
+retried step re-runs its segment from the LangGraph checkpoint it started at. A tool with a side
+effect wraps it in `gatehouse_step().run_once(tool_call_id, fn)` so it happens once per call.
+"""
+
+import contextvars
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Annotated, Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, convert_to_openai_messages
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph, StateGraph
+from langgraph.types import Command
+
+from agents.adapters.pydanticai import GatehouseDeps
+from agents.gates import HumanDecision
+from agents.graph import Agent, Gate, Retention, Step, StepContext
+from agents.prebuilt import EXPIRED_PREFIX, POLICY_PREFIX, REJECTED_PREFIX
+from agents.state import State, add_messages, new_message_id
+from agents.tools import Approval, Decision, ToolArgumentsError
+
+NODE = "run"
+HITL_DECISIONS = {"approve": Decision.APPROVE, "edit": Decision.EDIT, "reject": Decision.REJECT}
+
+_step: contextvars.ContextVar[GatehouseDeps] = contextvars.ContextVar("gatehouse_step")
+
+
+def gatehouse_step() -> GatehouseDeps:
+    """Inside a LangGraph node run by Gatehouse: the step's thread, checkpoint and run_once."""
+    return _step.get()
+
+
+@contextmanager
+def _in_step(deps: GatehouseDeps) -> Iterator[None]:
+    token = _step.set(deps)
+    try:
+        yield
+    finally:
+        _step.reset(token)
+
+
+class LangGraphState(State):
+    messages: Annotated[list[dict[str, Any]], add_messages] = []
+    """The graph's `messages` as the pages show them (the chat shape native agents store)."""
+    langgraph_thread: str = ""
+    """The LangGraph thread that holds langgraph_checkpoint: this thread's id, or the thread it
+    was imported from (its first segment copies that thread's LangGraph checkpoints)."""
+    langgraph_checkpoint: str = ""
+    """The LangGraph checkpoint this Gatehouse checkpoint stands for (the next segment's start)."""
+    interrupts: list[dict[str, Any]] = []
+    """The interrupts pending there: [{"id", "value"}]."""
+    prompt: str = ""
+    """A person's message the next segment has yet to send."""
+
+
+class LangGraphAgent(Agent):
+    """A LangGraph graph as a Gatehouse agent. `queue` takes every request; `approvals` may give
+    an action its own queue, wording or expiry; `tools` (LangChain tools) give an action's edit
+    form and check an edit against the tool's arguments."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        graph: StateGraph[Any] | CompiledStateGraph[Any],
+        queue: str = "default",
+        approvals: dict[str, Approval] | None = None,
+        tools: list[Any] | None = None,
+        description: str = "",
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            state=LangGraphState,
+            nodes={NODE: self.run_segment},
+            start=NODE,
+            description=description,
+            retention=retention or Retention(),
+        )
+        self.graph = graph
+        self.queue = queue
+        self.overrides = approvals or {}
+        self.tools = {t.name: t for t in tools or []}
+
+    @cached_property
+    def compiled(self) -> CompiledStateGraph[Any]:
+        from checkpoints.langgraph import GatehouseSaver
+
+        builder = self.graph.builder if isinstance(self.graph, CompiledStateGraph) else self.graph
+        return builder.compile(checkpointer=GatehouseSaver(agent=self.name))
+
+    # The gate protocol.
+    def approval_for(self, action: str) -> Approval | None:
+        return self.overrides.get(action) or Approval(queue=self.queue)
+
+    def approvals(self) -> list[Approval]:
+        return [Approval(queue=self.queue), *self.overrides.values()]
+
+    def edit_schema(self, action: str) -> dict[str, Any]:
+        tool = self.tools.get(action)
+        return tool.tool_call_schema.model_json_schema() if tool is not None else {}
+
+    def validate_edit(self, action: str, args: Any) -> dict[str, Any]:
+        if not isinstance(args, dict):
+            raise ToolArgumentsError(action, {"__all__": "The arguments must be a JSON object"})
+        tool = self.tools.get(action)
+        if tool is None:
+            return args
+        import pydantic
+
+        from agents.tools import plain_errors
+
+        schema = tool.tool_call_schema
+        try:
+            return schema.model_validate(args).model_dump(mode="json")
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentsError(action, plain_errors(schema, exc)) from exc
+
+    def input_update(self, text: str) -> dict[str, Any]:
+        return {"messages": [{"id": new_message_id(), "role": "user", "content": text}], "prompt": text}
+
+    def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
+        return self._gates(state.interrupts) if next_node == NODE else []
+
+    def _gates(self, interrupts: list[dict[str, Any]]) -> list[Gate]:
+        gates = []
+        for interrupt in interrupts:
+            for index, (action, args, description, decisions) in enumerate(_asked(interrupt["value"])):
+                approval = self.approval_for(action) or Approval(queue=self.queue)
+                allowed = tuple(d for d in approval.decisions if d in decisions)
+                gates.append(
+                    Gate(
+                        key=f"{interrupt['id']}:{index}",
+                        action=action,
+                        args=args,
+                        approval=Approval(
+                            queue=approval.queue,
+                            decisions=allowed or (Decision.APPROVE, Decision.REJECT),
+                            description=approval.description or description,
+                            expiry=approval.expiry,
+                            summary=approval.summary,
+                            render=approval.render,
+                            consequential=approval.consequential,
+                        ),
+                        description=approval.describe(args) if approval.description else description,
+                    )
+                )
+        return gates
+
+    def _adopt(self, source: str, config: dict[str, Any]) -> None:
+        """Give an imported thread its own copy of the LangGraph checkpoints it names."""
+        saver = self.compiled.checkpointer
+        assert isinstance(saver, BaseCheckpointSaver)
+        if source == config["configurable"]["thread_id"] or saver.get_tuple(config) is not None:  # type: ignore[arg-type]
+            return
+        if saver.get_tuple({"configurable": {**config["configurable"], "thread_id": source}}) is None:
+            raise ValueError(
+                f"LangGraph checkpoint {config['configurable']['checkpoint_id']} of thread {source!r} "
+                "is not in this installation's store: a LangGraph thread imports only where it ran"
+            )
+        saver.copy_thread(source, config["configurable"]["thread_id"])
+
+    def run_segment(self, state: Any, ctx: StepContext) -> Step:
+        """Run the graph until it ends or interrupts: one checkpoint."""
+        graph = self.compiled
+        config: dict[str, Any] = {"configurable": {"thread_id": ctx.thread_id}}
+        if state.langgraph_checkpoint:
+            config["configurable"]["checkpoint_id"] = state.langgraph_checkpoint
+            self._adopt(state.langgraph_thread or ctx.thread_id, config)
+        graph_input: Any = None
+        if ctx.decisions:
+            graph_input = Command(resume=_resume(state.interrupts, ctx.decisions))
+        elif state.prompt:
+            # The id of the message already shown, so the graph's copy replaces it on the page.
+            shown = state.messages[-1]["id"] if state.messages else None
+            graph_input = {"messages": [HumanMessage(state.prompt, id=shown)]}
+        deps = GatehouseDeps(thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, run_once=ctx.run_once)
+        with _in_step(deps):
+            graph.invoke(graph_input, config)  # type: ignore[call-overload]
+        snapshot = graph.get_state({"configurable": {"thread_id": ctx.thread_id}})
+        interrupts = [{"id": i.id, "value": i.value} for task in snapshot.tasks for i in task.interrupts]
+        update = {
+            "langgraph_thread": ctx.thread_id,
+            "messages": _chat(snapshot.values.get("messages", []), before=state.messages),
+            "langgraph_checkpoint": snapshot.config["configurable"]["checkpoint_id"],
+            "interrupts": interrupts,
+            "prompt": "",
+        }
+        resumed = bool(ctx.decisions)
+        if interrupts:
+            return Step(update=update, goto=NODE, gates=self._gates(interrupts), resumed=resumed)
+        return Step(update=update, goto=None, resumed=resumed)
+
+
+Asked = tuple[str, dict[str, Any], str, set[Decision]]
+"""(action, args, description, the decisions the interrupt allows)."""
+
+
+def _asked(value: Any) -> list[Asked]:
+    """The actions an interrupt asks a person about, in order."""
+    if isinstance(value, dict) and "action_requests" in value:
+        configs = {c.get("action_name"): c for c in value.get("review_configs") or []}
+        asked: list[Asked] = []
+        for request in value["action_requests"]:
+            allowed = configs.get(request["name"], {}).get("allowed_decisions") or list(HITL_DECISIONS)
+            decisions = {HITL_DECISIONS[d] for d in allowed if d in HITL_DECISIONS}
+            asked.append(
+                (request["name"], dict(request.get("args") or {}), request.get("description", ""), decisions)
+            )
+        return asked
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(i, dict) and "action_request" in i for i in items):
+        asked = []
+        for item in items:
+            config = item.get("config") or {}
+            decisions = {Decision.REJECT}
+            if config.get("allow_accept"):
+                decisions.add(Decision.APPROVE)
+            if config.get("allow_edit"):
+                decisions.add(Decision.EDIT)
+            if config.get("allow_respond"):
+                decisions.add(Decision.RESPOND)
+            request = item["action_request"]
+            asked.append(
+                (request["action"], dict(request.get("args") or {}), item.get("description") or "", decisions)
+            )
+        return asked
+    raise ValueError(
+        "an interrupt Gatehouse can put in the inbox is LangChain's human-in-the-loop request "
+        f"or Agent Inbox's HumanInterrupt list; got {json.dumps(value, default=str)[:200]}"
+    )
+
+
+def _reason(decision: HumanDecision) -> str:
+    prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
+    if decision.policy:
+        prefix = POLICY_PREFIX.format(policy=decision.policy)
+    return prefix + (decision.message or "no reason given")
+
+
+def _resume(interrupts: list[dict[str, Any]], decisions: dict[str, HumanDecision]) -> dict[str, Any]:
+    """Each interrupt's resume value, in the shape it asked in."""
+    resume: dict[str, Any] = {}
+    for interrupt in interrupts:
+        value = interrupt["value"]
+        asked = _asked(value)
+        chosen = [decisions[f"{interrupt['id']}:{i}"] for i in range(len(asked))]
+        if isinstance(value, dict) and "action_requests" in value:
+            resume[interrupt["id"]] = {"decisions": [_hitl(a, d) for a, d in zip(asked, chosen, strict=True)]}
+        else:
+            resume[interrupt["id"]] = [_inbox(a, d) for a, d in zip(asked, chosen, strict=True)]
+    return resume
+
+
+def _hitl(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
+    if decision.kind == Decision.APPROVE:
+        return {"type": "approve"}
+    if decision.kind == Decision.EDIT:
+        return {"type": "edit", "edited_action": {"name": asked[0], "args": decision.args}}
+    return {"type": "reject", "message": _reason(decision)}
+
+
+def _inbox(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
+    if decision.kind == Decision.APPROVE:
+        return {"type": "accept", "args": None}
+    if decision.kind == Decision.EDIT:
+        return {"type": "edit", "args": {"action": asked[0], "args": decision.args}}
+    if decision.kind == Decision.RESPOND:
+        return {"type": "response", "args": decision.message}
+    return {"type": "response", "args": _reason(decision)}
+
+
+def _chat(messages: list[BaseMessage], *, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """LangChain messages in the chat shape the pages show, keyed by their own ids (a message the
+    graph replaced, an edited tool call say, replaces the shown one). A call shown before whose
+    arguments changed is marked `edited`: it ran with arguments other than those proposed."""
+    proposed = {c["id"]: c["function"]["arguments"] for m in before for c in m.get("tool_calls") or []}
+    shown = []
+    for message, chat in zip(messages, convert_to_openai_messages(messages), strict=True):
+        if not isinstance(chat, dict) or chat.get("role") == "system":
+            continue
+        for call in chat.get("tool_calls") or []:
+            call.setdefault("type", "function")
+            was, now = proposed.get(call["id"]), call["function"]["arguments"]
+            if call.get("edited") or (was is not None and json.loads(was) != json.loads(now)):
+                call["edited"] = True
+        shown.append({**chat, "id": message.id or new_message_id()})
+    return shown
