@@ -115,6 +115,11 @@ class Agent:
         run them again): [{"tool", "arguments", "result"}]."""
         return []
 
+    def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+        """Why a person's change of the state from `before` to `after` cannot be applied ({} if it
+        can): an adapter whose framework keeps the state itself may refuse."""
+        return {}
+
     def state_errors(self, values: dict[str, Any]) -> dict[str, str]:
         """Field errors the schema cannot express, for a state a person wrote ({} if none)."""
         return {}

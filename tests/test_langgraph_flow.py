@@ -122,3 +122,29 @@ def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_
     done = wait_status(api, "lg-copy-1", "done")
     assert "Refund of $129.99 issued for order ORD-1002" in last_message(done)
     assert list(Refund.objects.values_list("thread_id", flat=True)) == ["lg-copy-1"]
+
+
+def test_an_operator_forks_a_langgraph_thread_from_its_gate_and_is_refused_an_edit(api: Api) -> None:
+    thread_id, approval = gate(api, "Please refund order ORD-1001")
+    with api._client() as client:
+        head = api.thread(thread_id)["values"]
+        edited = [
+            {**m, "content": "Please refund order ORD-1004"} if m["role"] == "user" else m
+            for m in head["messages"]
+        ]
+        refused = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": edited}})
+    assert refused.status_code == 400, refused.text
+    assert "LangGraph" in refused.json()["errors"]["values"]
+    decide(api, approval, {"decision": "approve"})
+    wait_status(api, thread_id, "done")
+
+    # Time travel: back to the gate's checkpoint; LangGraph resumes from its own checkpoint there.
+    forked = api.post(f"/threads/{thread_id}/fork", {"checkpoint_id": approval["checkpoint_id"]})
+
+    assert forked.status_code == 200, forked.text
+    [asked] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert asked["args"] == approval["args"] and asked["id"] != approval["id"]
+    decide(api, asked, {"decision": "reject", "message": "Already refunded on the first branch"})
+    done = wait_status(api, thread_id, "done")
+    assert "Already refunded on the first branch" in last_message(done)
+    assert list(Refund.objects.values_list("order_id", flat=True)) == ["ORD-1001"]

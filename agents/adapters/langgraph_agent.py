@@ -44,6 +44,7 @@ from agents.state import State, add_messages, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError
 
 NODE = "run"
+RESUME = "__resume__"  # the channel LangGraph records an interrupt's answer in (private there)
 HITL_DECISIONS = {"approve": Decision.APPROVE, "edit": Decision.EDIT, "reject": Decision.REJECT}
 
 _step: contextvars.ContextVar[GatehouseDeps] = contextvars.ContextVar("gatehouse_step")
@@ -140,6 +141,14 @@ class LangGraphAgent(Agent):
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(action, plain_errors(schema, exc)) from exc
 
+    def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+        if before == after:
+            return {}
+        return {
+            "values": "a LangGraph thread's state lives in its graph's own checkpoints, which Gatehouse "
+            "does not edit yet: fork without changes to run again from a step"
+        }
+
     def input_update(self, text: str) -> dict[str, Any]:
         return {"messages": [{"id": new_message_id(), "role": "user", "content": text}], "prompt": text}
 
@@ -184,6 +193,34 @@ class LangGraphAgent(Agent):
             )
         saver.copy_thread(source, config["configurable"]["thread_id"])
 
+    def _answered(self, config: dict[str, Any]) -> bool:
+        """Whether LangGraph holds an answer at this checkpoint already: a fork back to a gate
+        decided on another branch (LangGraph would replay that answer, not apply this one)."""
+        saver = self.compiled.checkpointer
+        assert isinstance(saver, BaseCheckpointSaver)
+        found = saver.get_tuple(config)  # type: ignore[arg-type]
+        return found is not None and any(channel == RESUME for _, channel, _ in found.pending_writes or [])
+
+    def _ask_again(
+        self, config: dict[str, Any], interrupts: list[dict[str, Any]], decisions: dict[str, HumanDecision]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, HumanDecision]]:
+        """Branch LangGraph from the checkpoint (as its time travel does) and run to the same
+        interrupts again; they get new ids, so the decisions move to them in order."""
+        graph = self.compiled
+        fork = graph.update_state(config, None)  # type: ignore[arg-type]
+        graph.invoke(None, fork)
+        asked = graph.get_state({"configurable": {"thread_id": config["configurable"]["thread_id"]}})
+        fresh = [{"id": i.id, "value": i.value} for task in asked.tasks for i in task.interrupts]
+        if [i["value"] for i in fresh] != [i["value"] for i in interrupts]:
+            raise RuntimeError("the graph asked something else when run again from this checkpoint")
+        moved = {
+            f"{new['id']}:{key.rsplit(':', 1)[1]}": decision
+            for old, new in zip(interrupts, fresh, strict=True)
+            for key, decision in decisions.items()
+            if key.rsplit(":", 1)[0] == old["id"]
+        }
+        return dict(asked.config), fresh, moved
+
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the graph until it ends or interrupts: one checkpoint."""
         graph = self.compiled
@@ -193,7 +230,10 @@ class LangGraphAgent(Agent):
             self._adopt(state.langgraph_thread or ctx.thread_id, config)
         graph_input: Any = None
         if ctx.decisions:
-            graph_input = Command(resume=_resume(state.interrupts, ctx.decisions))
+            interrupts, decisions = state.interrupts, ctx.decisions
+            if self._answered(config):
+                config, interrupts, decisions = self._ask_again(config, interrupts, decisions)
+            graph_input = Command(resume=_resume(interrupts, decisions))
         elif state.prompt:
             # The id of the message already shown, so the graph's copy replaces it on the page.
             shown = state.messages[-1]["id"] if state.messages else None
