@@ -211,3 +211,25 @@ def test_a_pydantic_ai_worker_killed_after_the_refund_is_replaced_and_refunds_on
     assert history_is_one_chain(thread_id)
     final = get_backend().get(thread_id=thread_id).values
     assert "Refund of $42.50 issued" in final["messages"][-1]["content"]
+
+
+def test_a_langgraph_worker_killed_after_the_refund_is_replaced_and_refunds_once(
+    workers: Workers, live_services: LiveServices
+) -> None:
+    """LangGraph re-runs the resumed tools node from its start on the retry; run_once returns the
+    recorded refund instead of issuing a second one."""
+    slow = workers.start("slow", SLOW)
+    thread_id = start_thread("Please refund order ORD-1001", agent="refunds_langgraph")
+    reach(thread_id, "waiting", reconcile=False)
+    approve_pending(thread_id)
+    wait_for(lambda: refunds(thread_id) == [("ORD-1001", 4250)], timeout=30)
+    assert Thread.objects.get(pk=thread_id).status == "running"
+
+    live_services.kill(slow)
+    workers.start("rescue", FAST)
+
+    reach(thread_id, "done")
+    assert refunds(thread_id) == [("ORD-1001", 4250)]
+    assert history_is_one_chain(thread_id)
+    final = get_backend().get(thread_id=thread_id).values
+    assert "Refund of $42.50 issued" in final["messages"][-1]["content"]
