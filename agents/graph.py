@@ -115,6 +115,10 @@ class Agent:
         run them again): [{"tool", "arguments", "result"}]."""
         return []
 
+    fork_note = ""
+    """What a fork of this agent's thread runs again, where it differs from native agents (shown
+    on the fork form)."""
+
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
         """Why a person's change of the state from `before` to `after` cannot be applied ({} if it
         can): an adapter whose framework keeps the state itself may refuse."""

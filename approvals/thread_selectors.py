@@ -171,3 +171,13 @@ def pretty(values: dict[str, Any]) -> str:
 def history_list(thread: Thread) -> list[CheckpointSummary]:
     """The newest checkpoints without their values, newest first (for pickers and the API)."""
     return get_backend().history(thread_id=thread.id, limit=HISTORY_LIMIT)
+
+
+def fork_note(agent: str) -> str:
+    """What a fork of this agent's thread runs again, if its runtime says more than the page does."""
+    from agents.registry import UnknownAgent, registry
+
+    try:
+        return registry.get(agent).fork_note
+    except UnknownAgent:
+        return ""

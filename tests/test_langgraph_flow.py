@@ -4,6 +4,8 @@ real Celery worker and the offline model reached through LangChain's OpenAI chat
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from agents.examples.models import Refund
 from agents.registry import registry
@@ -139,6 +141,10 @@ def test_an_operator_forks_a_langgraph_thread_from_its_gate_and_is_refused_an_ed
     wait_status(api, thread_id, "done")
 
     # Time travel: back to the gate's checkpoint; LangGraph resumes from its own checkpoint there.
+    page = Client()
+    page.force_login(User.objects.get(username="ada"))
+    form = page.get(f"/threads/{thread_id}/checkpoints/{approval['checkpoint_id']}/")
+    assert "a node stopped at an interrupt re-runs from its start" in form.content.decode()
     forked = api.post(f"/threads/{thread_id}/fork", {"checkpoint_id": approval["checkpoint_id"]})
 
     assert forked.status_code == 200, forked.text

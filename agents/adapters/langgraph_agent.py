@@ -141,6 +141,12 @@ class LangGraphAgent(Agent):
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(action, plain_errors(schema, exc)) from exc
 
+    fork_note = (
+        "A LangGraph thread: the fork runs the graph again from LangGraph's own checkpoint at this "
+        "step; a node stopped at an interrupt re-runs from its start, and a gate decided on another "
+        "branch is asked again. Its state cannot be edited here."
+    )
+
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
         if before == after:
             return {}

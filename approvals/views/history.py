@@ -43,6 +43,7 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
         "warnings": replay_warnings(thread.id, checkpoint_id=item.id),
         "thread_effects": effects.thread_effects(thread.id),
         "can_operate": Access.of(request.user).can_operate,
+        "fork_note": thread_selectors.fork_note(thread.agent),
         **thread_selectors.history_context(thread),
         "text": thread_selectors.pretty(item.values),
     }
