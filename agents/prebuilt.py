@@ -8,6 +8,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from agents import llm
+from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Step, StepContext
 from agents.messages import message_errors
 from agents.state import State, new_message_id
@@ -159,10 +160,7 @@ class ToolAgent(Agent):
             if decision is None:
                 raise RuntimeError(f"tool call {call['id']} ran without a decision")
             if decision.kind == Decision.REJECT:
-                prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
-                if decision.policy:
-                    prefix = POLICY_PREFIX.format(policy=decision.policy)
-                return prefix + (decision.message or "no reason given"), None
+                return rejection_text(decision), None
             if decision.kind == Decision.RESPOND:
                 return decision.message, None
             if decision.kind == Decision.EDIT:
@@ -172,6 +170,14 @@ class ToolAgent(Agent):
         )
         result = ctx.run_once(call["id"], lambda: _invoke(tool, args, context))
         return result, edited
+
+
+def rejection_text(decision: HumanDecision) -> str:
+    """What the model reads in place of a rejected call's result: who rejected it, and why."""
+    prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
+    if decision.policy:
+        prefix = POLICY_PREFIX.format(policy=decision.policy)
+    return prefix + (decision.message or "no reason given")
 
 
 def _invalid(tool: Tool, args: Any) -> str:

@@ -39,7 +39,7 @@ from langgraph.types import Command
 from agents.adapters.pydanticai import GatehouseDeps
 from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Retention, Step, StepContext
-from agents.prebuilt import EXPIRED_PREFIX, POLICY_PREFIX, REJECTED_PREFIX
+from agents.prebuilt import rejection_text
 from agents.state import State, add_messages, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError
 
@@ -301,13 +301,6 @@ def _asked(value: Any) -> list[Asked]:
     )
 
 
-def _reason(decision: HumanDecision) -> str:
-    prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
-    if decision.policy:
-        prefix = POLICY_PREFIX.format(policy=decision.policy)
-    return prefix + (decision.message or "no reason given")
-
-
 def _resume(interrupts: list[dict[str, Any]], decisions: dict[str, HumanDecision]) -> dict[str, Any]:
     """Each interrupt's resume value, in the shape it asked in."""
     resume: dict[str, Any] = {}
@@ -327,7 +320,7 @@ def _hitl(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
         return {"type": "approve"}
     if decision.kind == Decision.EDIT:
         return {"type": "edit", "edited_action": {"name": asked[0], "args": decision.args}}
-    return {"type": "reject", "message": _reason(decision)}
+    return {"type": "reject", "message": rejection_text(decision)}
 
 
 def _inbox(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
@@ -337,7 +330,7 @@ def _inbox(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
         return {"type": "edit", "args": {"action": asked[0], "args": decision.args}}
     if decision.kind == Decision.RESPOND:
         return {"type": "response", "args": decision.message}
-    return {"type": "response", "args": _reason(decision)}
+    return {"type": "response", "args": rejection_text(decision)}
 
 
 def _chat(messages: list[BaseMessage], *, before: list[dict[str, Any]]) -> list[dict[str, Any]]:

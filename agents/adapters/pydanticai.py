@@ -33,7 +33,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from agents import llm
 from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Retention, Step, StepContext
-from agents.prebuilt import EXPIRED_PREFIX, POLICY_PREFIX, REJECTED_PREFIX
+from agents.prebuilt import rejection_text
 from agents.state import State, add_messages, append, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
@@ -222,10 +222,7 @@ def _results(decisions: dict[str, HumanDecision]) -> DeferredToolResults:
         elif decision.kind == Decision.RESPOND:
             approvals[key] = ToolDenied(message=decision.message)
         else:
-            prefix = EXPIRED_PREFIX if decision.expired else REJECTED_PREFIX
-            if decision.policy:
-                prefix = POLICY_PREFIX.format(policy=decision.policy)
-            approvals[key] = ToolDenied(message=prefix + (decision.message or "no reason given"))
+            approvals[key] = ToolDenied(message=rejection_text(decision))
     return DeferredToolResults(approvals=approvals)
 
 
