@@ -15,6 +15,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from config.middleware import API_PREFIXES
+
 BAD = re.compile("[\x00\ud800-\udfff]")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -75,7 +77,7 @@ def request_problem(request: HttpRequest) -> str:
 
 def refuse(request: HttpRequest, problem: str) -> HttpResponse:
     message = f"Refused: {problem}. Nothing was changed."
-    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=400)
     return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
 

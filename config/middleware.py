@@ -14,13 +14,14 @@ logger = logging.getLogger(__name__)
 
 
 DATABASE_ERRORS = (OperationalError, InterfaceError)
+API_PREFIXES = ("/api/", "/langgraph/")  # token-authenticated JSON APIs: JSON errors, no login page
 
 
 def database_unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A clear 503 (JSON for the API) for a request the database could not serve."""
     logger.warning("database unavailable: %s", exception)
     message = "The database is unavailable right now. Nothing was changed; try again shortly."
-    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=503)
     return HttpResponse(message, status=503, content_type="text/plain")
 
@@ -30,7 +31,7 @@ def too_large(request: HttpRequest) -> HttpResponse:
     message = (
         f"The request body is over the limit of {limit:,} bytes (MAX_REQUEST_BYTES). Nothing was changed."
     )
-    if request.path.startswith("/api/") or request.headers.get("Accept") == "application/json":
+    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=413)
     return HttpResponse(message, status=413, content_type="text/plain")
 
@@ -56,7 +57,7 @@ class LoginRequiredMiddleware(BaseLoginRequiredMiddleware):
     def process_view(
         self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any, view_kwargs: Any
     ) -> HttpResponseBase | None:
-        if request.path.startswith("/api/"):
+        if request.path.startswith(API_PREFIXES):
             return None
         try:
             return super().process_view(request, view_func, view_args, view_kwargs)

@@ -230,6 +230,9 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or (
 )
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "") or ("gatehouse-offline" if OFFLINE_MODEL else "gpt-4o-mini")
 OPENAI_TIMEOUT_S = float(os.environ.get("OPENAI_TIMEOUT_S", "60"))
+# How long runs.wait / runs.join of the LangGraph server API (/langgraph) wait for a thread to
+# stop at a gate or end before answering with its state as it is.
+LANGGRAPH_RUN_WAIT_S = float(os.environ.get("LANGGRAPH_RUN_WAIT_S", "60"))
 OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0)
 
 # --- Limits -------------------------------------------------------------------------------

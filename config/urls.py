@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from approvals.api import api
+from approvals.api.langgraph_server import api as langgraph_api
 from config.health import healthz
 from config.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
 
@@ -16,6 +17,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("langgraph/", langgraph_api.urls),
     path("offline/", include("agents.offline.urls")),
     path("", include("approvals.urls")),
 ]

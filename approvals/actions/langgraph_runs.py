@@ -1,0 +1,114 @@
+"""Runs of the LangGraph server API (`/langgraph`): start, continue or resume a LangGraph agent's
+thread. A resume is a decision like any other: each answer decides its approval request as the
+token's user (permission, 409 if someone decided first, the ledger, the undo window)."""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from agents.actions import InvalidInput, check_start_thread, do_start_thread
+from agents.adapters.langgraph_agent import LangGraphAgent
+from agents.registry import UnknownAgent, registry
+from approvals.access import Access
+from approvals.actions.decisions import check_decision, do_decide
+from approvals.actions.errors import Conflict
+from approvals.actions.threads import do_continue_thread
+from approvals.models import ApprovalRequest, ApprovalStatus
+from checkpoints.models import Thread
+
+
+def langgraph_agent(name: str) -> LangGraphAgent:
+    """The registered LangGraph agent `name` (an assistant), or UnknownAgent."""
+    agent = registry.get(name)
+    if not isinstance(agent, LangGraphAgent):
+        raise UnknownAgent(name, [a.name for a in registry.all() if isinstance(a, LangGraphAgent)])
+    return agent
+
+
+def human_text(graph_input: Any) -> str:
+    """The text of the last human message of a run's input ({"messages": [...]})."""
+    messages = graph_input.get("messages") if isinstance(graph_input, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput({"input": 'send {"messages": [{"role": "user", "content": "…"}]}'})
+    last = messages[-1]
+    content = last.get("content") if isinstance(last, dict) else last
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput({"input": "the last message must have text content"})
+    return content
+
+
+def do_run(
+    *, user: AbstractBaseUser, thread_id: str, assistant: str, graph_input: Any = None, resume: Any = None
+) -> None:
+    """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
+    agent = langgraph_agent(assistant)
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if resume is not None:
+        if thread is None:
+            raise Thread.DoesNotExist(thread_id)
+        do_resume(user=user, thread_id=thread_id, resume=resume)
+        return
+    text = human_text(graph_input)
+    if thread is not None:
+        do_continue_thread(thread_id, user=user, text=text)  # type: ignore[arg-type]
+        return
+    Access.of(user).require_operator("start")
+    definition = check_start_thread(agent=agent.name, text=text, thread_id=thread_id)
+    do_start_thread(agent=definition, text=text, thread_id=thread_id, actor=f"user:{user.get_username()}")
+
+
+def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
+    """Decide the thread's pending requests from a `Command(resume=...)` value: one interrupt's
+    answer (LangChain's {"decisions": [...]} or Agent Inbox's list), or {interrupt_id: answer}."""
+    pending = list(
+        ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("key")
+    )
+    by_interrupt: dict[str, list[ApprovalRequest]] = {}
+    for request_ in pending:
+        by_interrupt.setdefault(request_.key.rsplit(":", 1)[0], []).append(request_)
+    if not by_interrupt:
+        last = ApprovalRequest.objects.filter(thread_id=thread_id).select_related("decided_by").last()
+        if last is not None and last.decided_by is not None:  # a reviewer answered first
+            raise Conflict(f"Already {last.status} by {last.decided_by.get_username()}.")
+        raise InvalidInput({"command": "the thread has no pending interrupt to resume"})
+    if isinstance(resume, dict) and set(resume) <= set(by_interrupt) and "decisions" not in resume:
+        answers = resume
+    elif len(by_interrupt) == 1:
+        answers = {next(iter(by_interrupt)): resume}
+    else:
+        raise InvalidInput(
+            {"command": f"several interrupts are pending: resume by id ({', '.join(by_interrupt)})"}
+        )
+    decided = []
+    for interrupt_id, answer in answers.items():
+        requests = sorted(by_interrupt[interrupt_id], key=lambda r: int(r.key.rsplit(":", 1)[1]))
+        items = answer.get("decisions") if isinstance(answer, dict) else answer
+        if not isinstance(items, list) or len(items) != len(requests):
+            raise InvalidInput(
+                {"command": f"interrupt {interrupt_id} asks {len(requests)} decisions, in order"}
+            )
+        decided += [
+            (r, _decision(item, allowed=r.allowed_decisions)) for r, item in zip(requests, items, strict=True)
+        ]
+    valid = [(r, check_decision(r, user=user, **d)) for r, d in decided]  # all checked before any is stored
+    for request_, checked in valid:
+        do_decide(request_.pk, reviewer=user, valid=checked)
+
+
+def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:
+    """One answer (LangChain's or Agent Inbox's) as check_decision's arguments. Agent Inbox sends a
+    rejection as a response: where the gate takes no response, it is a reject with that reason."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind in ("approve", "accept"):
+        return {"decision": "approve"}
+    if kind == "edit":
+        edited = item.get("edited_action") or item.get("args") or {}
+        return {"decision": "edit", "args": edited.get("args")}
+    if kind == "reject":
+        return {"decision": "reject", "message": item.get("message") or ""}
+    if kind == "response":
+        decision = "respond" if "respond" in allowed else "reject"
+        return {"decision": decision, "message": str(item.get("args") or "")}
+    if kind == "ignore":
+        return {"decision": "reject", "message": "Ignored by a reviewer"}
+    raise InvalidInput({"command": f"unknown decision type {kind!r}"})

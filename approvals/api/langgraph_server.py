@@ -1,0 +1,314 @@
+"""The LangGraph server API, mounted at /langgraph: the subset LangGraph's own client
+(`langgraph_sdk.get_client(url=".../langgraph", api_key=TOKEN)`) and Agent Inbox use, over
+Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, graph_id = its name).
+
+Assistants: search, get. Threads: create (an id; the thread starts with its first run), get,
+search, get_state. Runs: create, wait, join (`input` starts or continues a thread, `command=
+{"resume": ...}` decides its pending requests as the token's user). Not served: streaming,
+crons, the store, update_state (an operator edits LangGraph threads nowhere yet).
+"""
+
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import APIKeyHeader
+
+from agents.actions import InvalidInput, ThreadStateError
+from agents.adapters.langgraph_agent import LangGraphAgent
+from agents.registry import UnknownAgent, registry
+from approvals.access import Access
+from approvals.actions.errors import Conflict
+from approvals.actions.langgraph_runs import do_run, langgraph_agent
+from approvals.actions.tokens import access_token_user
+from approvals.http import AuthedRequest
+from checkpoints.models import Thread, ThreadStatus
+
+SETTLED = {ThreadStatus.WAITING, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED}
+STATUS = {  # Gatehouse's thread status as LangGraph's
+    ThreadStatus.RUNNING: "busy",
+    ThreadStatus.PAUSED: "busy",
+    ThreadStatus.WAITING: "interrupted",
+    ThreadStatus.DONE: "idle",
+    ThreadStatus.CANCELLED: "idle",
+    ThreadStatus.FAILED: "error",
+}
+RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
+
+
+class ApiKey(APIKeyHeader):
+    param_name = "x-api-key"
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
+        user = access_token_user(key or "")
+        if user is not None:
+            request.user = user
+        return user
+
+
+api = NinjaAPI(
+    title="Gatehouse: LangGraph server API",
+    version="1",
+    auth=ApiKey(),
+    docs_url=None,
+    urls_namespace="langgraph",
+)
+
+
+def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:
+    return api.create_response(request, {"detail": detail}, status=status)
+
+
+@api.exception_handler(NinjaValidationError)
+def invalid_body(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    return _error(request, 422, f"The request is not valid: {exc.errors}")
+
+
+@api.exception_handler(InvalidInput)
+def invalid_input(request: HttpRequest, exc: InvalidInput) -> HttpResponse:
+    return _error(request, 422, "; ".join(f"{k}: {v}" for k, v in exc.errors.items()))
+
+
+@api.exception_handler(UnknownAgent)
+def unknown_assistant(request: HttpRequest, exc: UnknownAgent) -> HttpResponse:
+    return _error(request, 404, str(exc))
+
+
+@api.exception_handler(Thread.DoesNotExist)
+def unknown_thread(request: HttpRequest, exc: Exception) -> HttpResponse:
+    return _error(request, 404, "Thread not found.")
+
+
+@api.exception_handler(Conflict)
+def conflict(request: HttpRequest, exc: Conflict) -> HttpResponse:
+    return _error(request, 409, str(exc))
+
+
+@api.exception_handler(ThreadStateError)
+def wrong_status(request: HttpRequest, exc: ThreadStateError) -> HttpResponse:
+    return _error(request, 409, str(exc))
+
+
+@api.exception_handler(PermissionError)
+def forbidden(request: HttpRequest, exc: PermissionError) -> HttpResponse:
+    return _error(request, 403, str(exc))
+
+
+class SearchIn(Schema):
+    graph_id: str | None = None
+    status: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+class ThreadIn(Schema):
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: str = "raise"
+
+
+class RunIn(Schema):
+    assistant_id: str
+    input: Any = None
+    command: dict[str, Any] | None = None
+
+
+def _assistant(agent: LangGraphAgent) -> dict[str, Any]:
+    return {
+        "assistant_id": agent.name,
+        "graph_id": agent.name,
+        "name": agent.name,
+        "description": agent.description,
+        "config": {},
+        "context": {},
+        "metadata": {},
+        "version": 1,
+        "created_at": None,
+        "updated_at": None,
+    }
+
+
+def _visible(request: AuthedRequest, thread_id: str) -> Thread:
+    thread = Thread.objects.select_related("head").get(pk=thread_id)
+    if not isinstance(registry.get(thread.agent), LangGraphAgent) or not Access.of(
+        request.user
+    ).can_see_thread(thread_id):
+        raise Thread.DoesNotExist(thread_id)
+    return thread
+
+
+def _state(thread: Thread) -> dict[str, Any]:
+    """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
+    from agents.loading import load_checkpoint
+
+    head = load_checkpoint(thread_id=thread.pk, agent=thread.agent)
+    agent = langgraph_agent(thread.agent)
+    interrupts = head.values.get("interrupts") or []
+    langgraph_thread = head.values.get("langgraph_thread") or thread.pk
+    checkpoint_id = head.values.get("langgraph_checkpoint") or ""
+    config = {
+        "configurable": {"thread_id": langgraph_thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    }
+    values: dict[str, Any] = {"messages": head.values.get("messages", [])}
+    if checkpoint_id:
+        snapshot = agent.compiled.get_state(config)  # type: ignore[arg-type]
+        values = {k: _jsonable(v) for k, v in (snapshot.values or {}).items()}
+    tasks = [{"id": i["id"], "name": "interrupt", "interrupts": [i], "error": None} for i in interrupts]
+    return {
+        "values": values,
+        "next": head.next,
+        "tasks": tasks,
+        "interrupts": [i for i in interrupts],
+        "checkpoint": config["configurable"],
+        "metadata": {"gatehouse_checkpoint": head.id, "step": head.step},
+        "created_at": head.created_at.isoformat() if head.created_at else None,
+        "parent_checkpoint": None,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _thread(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
+    state = _state(thread) if with_values else {"values": None, "interrupts": []}
+    interrupts = state["interrupts"]
+    return {
+        "thread_id": thread.pk,
+        "created_at": thread.created_at.isoformat(),
+        "updated_at": thread.updated_at.isoformat(),
+        "metadata": {**thread.metadata, "graph_id": thread.agent, "assistant_id": thread.agent},
+        "status": STATUS.get(ThreadStatus(thread.status), "idle"),
+        "values": state["values"],
+        "interrupts": {i["id"]: [i] for i in interrupts},
+    }
+
+
+def _run(thread_id: str, assistant_id: str, status: str) -> dict[str, Any]:
+    return {
+        "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"gatehouse:{thread_id}:{time.time_ns()}")),
+        "thread_id": thread_id,
+        "assistant_id": assistant_id,
+        "status": status,
+        "metadata": {},
+        "multitask_strategy": "reject",
+        "created_at": None,
+        "updated_at": None,
+        "kwargs": {},
+    }
+
+
+def _settled(thread_id: str) -> Thread:
+    """Wait until the thread stops at a gate or ends (RUN_WAIT_S at most), and return it."""
+    deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
+    while True:
+        thread = Thread.objects.select_related("head").get(pk=thread_id)
+        if thread.status in SETTLED or time.monotonic() > deadline:
+            return thread
+        time.sleep(0.2)
+
+
+@api.post("/assistants/search")
+def search_assistants(request: AuthedRequest, body: SearchIn) -> Any:
+    agents = [a for a in registry.all() if isinstance(a, LangGraphAgent)]
+    if body.graph_id:
+        agents = [a for a in agents if a.name == body.graph_id]
+    return [_assistant(a) for a in agents[body.offset : body.offset + body.limit]]
+
+
+@api.get("/assistants/{assistant_id}")
+def get_assistant(request: AuthedRequest, assistant_id: str) -> Any:
+    return _assistant(langgraph_agent(assistant_id))
+
+
+@api.post("/threads")
+def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
+    """A thread id for the first run to start (Gatehouse threads begin with their first message)."""
+    if body.thread_id and Thread.objects.filter(pk=body.thread_id).exists():
+        if body.if_exists != "do_nothing":
+            return _error(request, 409, f"Thread {body.thread_id} already exists.")
+        return _thread(_visible(request, body.thread_id))
+    thread_id = body.thread_id or str(uuid.uuid4())
+    return {
+        "thread_id": thread_id,
+        "created_at": None,
+        "updated_at": None,
+        "metadata": body.metadata or {},
+        "status": "idle",
+        "values": None,
+        "interrupts": {},
+    }
+
+
+@api.post("/threads/search")
+def search_threads(request: AuthedRequest, body: SearchIn) -> Any:
+    names = [a.name for a in registry.all() if isinstance(a, LangGraphAgent)]
+    rows = Access.of(request.user).visible_threads().filter(agent__in=names).order_by("-updated_at")
+    if body.status:
+        rows = rows.filter(status__in=[s for s, lg in STATUS.items() if lg == body.status])
+    for key, value in (body.metadata or {}).items():
+        if key in ("graph_id", "assistant_id"):
+            rows = rows.filter(agent=value)
+        else:
+            rows = rows.filter(**{f"metadata__{key}": value})
+    return [_thread(t) for t in rows.select_related("head")[body.offset : body.offset + body.limit]]
+
+
+@api.get("/threads/{thread_id}")
+def get_thread(request: AuthedRequest, thread_id: str) -> Any:
+    return _thread(_visible(request, thread_id))
+
+
+@api.get("/threads/{thread_id}/state")
+def get_state(request: AuthedRequest, thread_id: str) -> Any:
+    return _state(_visible(request, thread_id))
+
+
+@api.post("/threads/{thread_id}/runs")
+def create_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
+    _start(request, thread_id, body)
+    return _run(thread_id, body.assistant_id, "pending")
+
+
+@api.post("/threads/{thread_id}/runs/wait")
+def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
+    _start(request, thread_id, body)
+    return _state(_settled(thread_id))["values"]
+
+
+@api.get("/threads/{thread_id}/runs/{run_id}/join")
+def join_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
+    _visible(request, thread_id)
+    return _state(_settled(thread_id))["values"]
+
+
+@api.get("/threads/{thread_id}/runs/{run_id}")
+def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
+    thread = _visible(request, thread_id)
+    return _run(thread_id, thread.agent, RUN_STATUS[STATUS[ThreadStatus(thread.status)]]) | {"run_id": run_id}
+
+
+def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
+    if Thread.objects.filter(pk=thread_id).exists():
+        _visible(request, thread_id)
+    resume = (body.command or {}).get("resume")
+    if body.command and resume is None:
+        raise InvalidInput({"command": "only command={'resume': ...} is served"})
+    do_run(
+        user=request.user,
+        thread_id=thread_id,
+        assistant=body.assistant_id,
+        graph_input=body.input,
+        resume=resume,
+    )

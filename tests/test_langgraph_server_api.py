@@ -1,0 +1,106 @@
+"""The LangGraph server API at /langgraph, driven by LangGraph's own client (langgraph-sdk), as a
+LangGraph user or Agent Inbox would: against live daphne, a real worker and the offline model."""
+
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import AuthenticationError, ConflictError, NotFoundError
+
+from agents.examples.models import Refund
+from approvals.actions.tokens import do_create_token
+from approvals.models import ApprovalRequest, AuditEvent
+from tests.factories import Api, api_for, make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENT = "refunds_langgraph"
+
+
+@pytest.fixture
+def client(live_server_url: str, celery_worker: Any) -> Any:
+    ada = make_user("ada", "admin")
+    return get_sync_client(url=f"{live_server_url}/langgraph", api_key=do_create_token(user=ada, name="sdk"))
+
+
+def ask_refund(client: Any, text: str = "Please refund order ORD-1001") -> str:
+    thread = client.threads.create()
+    state = client.runs.wait(
+        thread["thread_id"], AGENT, input={"messages": [{"role": "user", "content": text}]}
+    )
+    assert state["messages"][-1]["tool_calls"][0]["name"] == "issue_refund"
+    return str(thread["thread_id"])
+
+
+def test_a_graph_is_an_assistant_and_its_interrupt_a_pending_request(client: Any) -> None:
+    [assistant] = client.assistants.search(graph_id=AGENT)
+    assert (assistant["assistant_id"], assistant["graph_id"]) == (AGENT, AGENT)
+    assert client.assistants.get(AGENT)["name"] == AGENT
+
+    thread_id = ask_refund(client)
+
+    thread = client.threads.get(thread_id)
+    assert thread["status"] == "interrupted"
+    [interrupted] = client.threads.search(status="interrupted", metadata={"graph_id": AGENT})
+    assert interrupted["thread_id"] == thread_id
+    state = client.threads.get_state(thread_id)
+    [task] = state["tasks"]
+    [request] = task["interrupts"][0]["value"]["action_requests"]
+    assert request["args"] == {"order_id": "ORD-1001", "amount_cents": 4250}
+    assert ApprovalRequest.objects.get(thread_id=thread_id).status == "pending"  # it is in the inbox
+
+
+def test_a_resume_through_the_client_is_a_decision_in_the_ledger(client: Any) -> None:
+    thread_id = ask_refund(client)
+
+    client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
+    values = client.runs.join(thread_id, "any")
+
+    assert "Refund of $42.50 issued for order ORD-1001" in values["messages"][-1]["content"]
+    assert client.threads.get(thread_id)["status"] == "idle"
+    request = ApprovalRequest.objects.get(thread_id=thread_id)
+    assert request.status == "approved" and request.decided_by is not None
+    assert request.decided_by.get_username() == "ada"
+    assert AuditEvent.objects.filter(action="decision.approve", thread_id=thread_id).count() == 1
+    assert Refund.objects.count() == 1
+
+
+def test_a_resume_after_a_reviewer_decided_is_refused_409(client: Any, live_server_url: str) -> None:
+    thread_id = ask_refund(client)
+    rita = make_user("rita", "reviewer")
+    reviewer: Api = api_for(rita, live_server_url)
+    pending = ApprovalRequest.objects.get(thread_id=thread_id)
+    assert (
+        reviewer.post(
+            f"/approvals/{pending.pk}/decision", {"decision": "reject", "message": "no"}
+        ).status_code
+        == 200
+    )
+
+    with pytest.raises(ConflictError):
+        client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
+    values = client.runs.join(thread_id, "any")
+    assert "no" in values["messages"][-1]["content"] and Refund.objects.count() == 0
+
+
+def test_an_edit_through_the_client_runs_the_edited_action(client: Any) -> None:
+    thread_id = ask_refund(client, "Please refund order ORD-1002")
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "issue_refund", "args": {"order_id": "ORD-1002", "amount_cents": 700}},
+    }
+
+    values = client.runs.wait(thread_id, AGENT, command={"resume": {"decisions": [edit]}})
+
+    assert "Refund of $7.00 issued" in values["messages"][-1]["content"]
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [700]
+
+
+def test_unknown_things_and_bad_keys_get_the_servers_errors(client: Any, live_server_url: str) -> None:
+    with pytest.raises(NotFoundError):
+        client.assistants.get("refunds")  # a native agent is not a LangGraph assistant
+    with pytest.raises(NotFoundError):
+        client.threads.get("no-such-thread")
+    anonymous = get_sync_client(url=f"{live_server_url}/langgraph", api_key="wrong")
+    with pytest.raises(AuthenticationError):
+        anonymous.assistants.search()
