@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import AuthenticationError, ConflictError, NotFoundError
+from langgraph_sdk.errors import AuthenticationError, ConflictError, NotFoundError, UnprocessableEntityError
 
 from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
@@ -104,3 +104,17 @@ def test_unknown_things_and_bad_keys_get_the_servers_errors(client: Any, live_se
     anonymous = get_sync_client(url=f"{live_server_url}/langgraph", api_key="wrong")
     with pytest.raises(AuthenticationError):
         anonymous.assistants.search()
+
+
+def test_odd_searches_and_runs_are_clear_4xx_not_500s(client: Any) -> None:
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.search(metadata={"tenant__in": "x"})
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.create(
+            "x" * 101, AGENT, input={"messages": [{"role": "user", "content": "Refund ORD-1001"}]}
+        )
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.create("fresh-1", AGENT, input={"messages": []})
+    with pytest.raises(NotFoundError):
+        client.runs.create("fresh-2", AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert client.threads.search(status="no-such-status") == []

@@ -43,6 +43,8 @@ def do_run(
     """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
     agent = langgraph_agent(assistant)
     thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is not None and thread.agent != agent.name:
+        raise InvalidInput({"assistant_id": f"the thread belongs to {thread.agent!r}"})
     if resume is not None:
         if thread is None:
             raise Thread.DoesNotExist(thread_id)

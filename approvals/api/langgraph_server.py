@@ -8,6 +8,7 @@ search, get_state. Runs: create, wait, join (`input` starts or continues a threa
 crons, the store, update_state (an operator edits LangGraph threads nowhere yet).
 """
 
+import re
 import time
 import uuid
 from typing import Any
@@ -37,6 +38,7 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
     ThreadStatus.CANCELLED: "idle",
     ThreadStatus.FAILED: "error",
 }
+METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 
 
@@ -258,6 +260,8 @@ def search_threads(request: AuthedRequest, body: SearchIn) -> Any:
     if body.status:
         rows = rows.filter(status__in=[s for s, lg in STATUS.items() if lg == body.status])
     for key, value in (body.metadata or {}).items():
+        if not METADATA_KEY.match(key):
+            raise InvalidInput({"metadata": f"{key!r} is not a metadata key this server searches"})
         if key in ("graph_id", "assistant_id"):
             rows = rows.filter(agent=value)
         else:
