@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from approvals.actions.tokens import do_create_token
 from approvals.api import api
+from approvals.api.langgraph_server import api as langgraph_api
 from approvals.models import ApprovalRequest, AuditEvent
 from checkpoints.backends import get_backend
 from checkpoints.models import Checkpoint, Thread
@@ -48,6 +49,10 @@ class World:
             b=self.b.pk,
             cp=self.a.checkpoint_id,
             none=999999,  # an id nothing has
+            fresh="lg-fresh-1",  # a thread id nothing has yet
+            run="r1",
+            graph="refunds_langgraph",  # a LangGraph agent: an assistant
+            native="refunds",  # a native agent: no assistant
         )
 
 
@@ -155,6 +160,37 @@ APIS = [
     Row("patch", "/api/policies/{none}", (NOAUTH, 403, 403, 403, 404), {"enabled": False}),
     Row("delete", "/api/policies/{none}", (NOAUTH, 403, 403, 403, 404)),
 ]
+# The LangGraph server API (x-api-key tokens). Threads A and B are native: not LangGraph threads.
+ASK = {"messages": [{"role": "user", "content": "Refund ORD-1001"}]}
+LANGGRAPH = [
+    Row("post", "/langgraph/assistants/search", (NOAUTH, 200, 200, 200, 200), {}),
+    Row("get", "/langgraph/assistants/{graph}", (NOAUTH, 200, 200, 200, 200)),
+    Row("get", "/langgraph/assistants/{native}", (NOAUTH, 404, 404, 404, 404)),
+    Row("post", "/langgraph/threads", (NOAUTH, 200, 200, 200, 200), {}),
+    Row("post", "/langgraph/threads/search", (NOAUTH, 200, 200, 200, 200), {}),
+    Row("get", "/langgraph/threads/{A}", (NOAUTH, 404, 404, 404, 404)),
+    Row("get", "/langgraph/threads/{A}/state", (NOAUTH, 404, 404, 404, 404)),
+    Row(
+        "post",
+        "/langgraph/threads/{fresh}/runs",
+        (NOAUTH, 403, 403, 200, 200),
+        {"assistant_id": "refunds_langgraph", "input": ASK},
+    ),
+    Row(
+        "post",
+        "/langgraph/threads/{A}/runs",
+        (NOAUTH, 404, 404, 404, 404),
+        {"assistant_id": "refunds_langgraph", "command": {"resume": {"decisions": [{"type": "approve"}]}}},
+    ),
+    Row(
+        "post",
+        "/langgraph/threads/{A}/runs/wait",
+        (NOAUTH, 404, 404, 404, 404),
+        {"assistant_id": "refunds_langgraph"},
+    ),
+    Row("get", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),
+    Row("get", "/langgraph/threads/{A}/runs/{run}/join", (NOAUTH, 404, 404, 404, 404)),
+]
 
 
 def snapshot() -> list[Any]:
@@ -220,6 +256,21 @@ def test_api_operations_answer_each_role_as_the_matrix_says(row: Row, role: str,
 
     assert status == row.codes[ROLES.index(role)]
     if row.changes_state and status in (400, 401, 403, 404, 409):
+        assert snapshot() == before
+
+
+@pytest.mark.parametrize(("row", "role"), cases(LANGGRAPH))
+def test_langgraph_api_operations_answer_each_role_as_the_matrix_says(
+    row: Row, role: str, world: World
+) -> None:
+    user = world.users[role]
+    client = Client(headers={"x-api-key": do_create_token(user=user)}) if user is not None else Client()
+    before = snapshot()
+
+    status = send(client, row, world, json_body=True)
+
+    assert status == row.codes[ROLES.index(role)]
+    if status in (400, 401, 403, 404, 409, 422) or row.path.startswith("/langgraph/threads/search"):
         assert snapshot() == before
 
 
@@ -322,7 +373,7 @@ def route_templates(resolver: URLResolver, prefix: str = "") -> list[str]:
     found = []
     for entry in resolver.url_patterns:
         if isinstance(entry, URLResolver):
-            if prefix + str(entry.pattern) in ("admin/", "api/", "offline/"):
+            if prefix + str(entry.pattern) in ("admin/", "api/", "langgraph/", "offline/"):
                 continue
             found += route_templates(entry, prefix + str(entry.pattern))
         elif isinstance(entry, URLPattern):
@@ -344,5 +395,7 @@ def test_the_matrix_covers_every_route() -> None:
     assert pages <= {shape(r.path) for r in PAGES}
     operations = {(m, shape(p)) for p, ops in api.get_openapi_schema()["paths"].items() for m in ops}
     assert operations <= {(r.method, shape(r.path)) for r in APIS}
+    langgraph = {(m, shape(p)) for p, ops in langgraph_api.get_openapi_schema()["paths"].items() for m in ops}
+    assert langgraph <= {(r.method, shape(r.path)) for r in LANGGRAPH}
     sockets = {shape("/" + str(p.pattern)) for p in websocket_urlpatterns}
     assert sockets <= {shape(p) for p, _ in SOCKETS}
