@@ -120,8 +120,8 @@ class Agent:
     on the fork form)."""
 
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
-        """Why a person's change of the state from `before` to `after` cannot be applied ({} if it
-        can): an adapter whose framework keeps the state itself may refuse."""
+        """Why a person's change of the state from `before` (as stored) to `after` (validated)
+        cannot be applied ({} if it can): an adapter whose framework keeps the state may refuse."""
         return {}
 
     def state_errors(self, values: dict[str, Any]) -> dict[str, str]:

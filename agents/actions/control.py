@@ -87,7 +87,7 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
         agent = registry.get(thread.agent)
         head = get_backend().get(thread_id=thread_id)
         valid = check_state(agent, values)
-        if errors := agent.edit_errors(before=check_state(agent, head.values), after=valid):
+        if errors := agent.edit_errors(before=head.values, after=valid):
             raise InvalidInput(errors)
         # A waiting thread goes on once its (fresh) gates are decided; others stay paused.
         keep_paused = thread.status != ThreadStatus.WAITING
@@ -112,9 +112,7 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
         agent = registry.get(thread.agent)
         origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
         valid = check_state(agent, values if values is not None else origin.values)
-        if values is not None and (
-            errors := agent.edit_errors(before=check_state(agent, origin.values), after=valid)
-        ):
+        if values is not None and (errors := agent.edit_errors(before=origin.values, after=valid)):
             raise InvalidInput(errors)
         reason = f"{_name(actor)} forked the thread from step {origin.step}"
         return _write(

@@ -148,7 +148,7 @@ class LangGraphAgent(Agent):
     )
 
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
-        if before == after:
+        if self.state.model_validate(before).model_dump(mode="json") == after:
             return {}
         return {
             "values": "a LangGraph thread's state lives in its graph's own checkpoints, which Gatehouse "
