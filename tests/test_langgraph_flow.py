@@ -154,3 +154,17 @@ def test_an_operator_forks_a_langgraph_thread_from_its_gate_and_is_refused_an_ed
     done = wait_status(api, thread_id, "done")
     assert "Already refunded on the first branch" in last_message(done)
     assert list(Refund.objects.values_list("order_id", flat=True)) == ["ORD-1001"]
+
+
+def test_two_actions_in_one_interrupt_are_two_requests_decided_in_any_order(api: Api) -> None:
+    thread_id = start(api, "Please refund orders ORD-1001 and ORD-1003", agent=AGENT)
+    first, second = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert {first["args"]["order_id"], second["args"]["order_id"]} == {"ORD-1001", "ORD-1003"}
+
+    decide(api, second, {"decision": "reject", "message": "already refunded"})
+    assert api.thread(thread_id)["status"] == "waiting"
+    decide(api, first, {"decision": "approve"})
+
+    done = wait_status(api, thread_id, "done")
+    assert list(Refund.objects.values_list("order_id", flat=True)) == [first["args"]["order_id"]]
+    assert "already refunded" in last_message(done)
