@@ -28,22 +28,23 @@ import contextvars
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Any
 
+import pydantic
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_openai_messages
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.types import Command
 
-from agents.adapters.pydanticai import GatehouseDeps
+from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
-from agents.graph import Agent, Gate, Retention, Step, StepContext
+from agents.graph import Gate, Retention, Step, StepContext
 from agents.prebuilt import rejection_text
-from agents.state import State, add_messages, new_message_id
-from agents.tools import Approval, Decision, ToolArgumentsError
+from agents.state import new_message_id
+from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
-NODE = "run"
 RESUME = "__resume__"  # the channel LangGraph records an interrupt's answer in (private there)
 HITL_DECISIONS = {"approve": Decision.APPROVE, "edit": Decision.EDIT, "reject": Decision.REJECT}
 
@@ -64,9 +65,18 @@ def _in_step(deps: GatehouseDeps) -> Iterator[None]:
         _step.reset(token)
 
 
-class LangGraphState(State):
-    messages: Annotated[list[dict[str, Any]], add_messages] = []
-    """The graph's `messages` as the pages show them (the chat shape native agents store)."""
+def gate_key(interrupt_id: str, index: int) -> str:
+    """The gate of the index-th action an interrupt asks about."""
+    return f"{interrupt_id}:{index}"
+
+
+def split_gate_key(key: str) -> tuple[str, int]:
+    """(interrupt id, index) of a gate key."""
+    interrupt_id, index = key.rsplit(":", 1)
+    return interrupt_id, int(index)
+
+
+class LangGraphState(SegmentState):
     langgraph_thread: str = ""
     """The LangGraph thread that holds langgraph_checkpoint: this thread's id, or the thread it
     was imported from (its first segment copies that thread's LangGraph checkpoints)."""
@@ -74,11 +84,9 @@ class LangGraphState(State):
     """The LangGraph checkpoint this Gatehouse checkpoint stands for (the next segment's start)."""
     interrupts: list[dict[str, Any]] = []
     """The interrupts pending there: [{"id", "value"}]."""
-    prompt: str = ""
-    """A person's message the next segment has yet to send."""
 
 
-class LangGraphAgent(Agent):
+class LangGraphAgent(SegmentAgent):
     """A LangGraph graph as a Gatehouse agent. `queue` takes every request; `approvals` may give
     an action its own queue, wording or expiry; `tools` (LangChain tools) give an action's edit
     form and check an edit against the tool's arguments."""
@@ -94,14 +102,7 @@ class LangGraphAgent(Agent):
         description: str = "",
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(
-            name=name,
-            state=LangGraphState,
-            nodes={NODE: self.run_segment},
-            start=NODE,
-            description=description,
-            retention=retention or Retention(),
-        )
+        super().__init__(name=name, state=LangGraphState, description=description, retention=retention)
         self.graph = graph
         self.queue = queue
         self.overrides = approvals or {}
@@ -114,8 +115,14 @@ class LangGraphAgent(Agent):
         builder = self.graph.builder if isinstance(self.graph, CompiledStateGraph) else self.graph
         return builder.compile(checkpointer=GatehouseSaver(agent=self.name))
 
+    @property
+    def saver(self) -> BaseCheckpointSaver[Any]:
+        saver = self.compiled.checkpointer
+        assert isinstance(saver, BaseCheckpointSaver)
+        return saver
+
     # The gate protocol.
-    def approval_for(self, action: str) -> Approval | None:
+    def approval_for(self, action: str) -> Approval:
         return self.overrides.get(action) or Approval(queue=self.queue)
 
     def approvals(self) -> list[Approval]:
@@ -131,10 +138,6 @@ class LangGraphAgent(Agent):
         tool = self.tools.get(action)
         if tool is None:
             return args
-        import pydantic
-
-        from agents.tools import plain_errors
-
         schema = tool.tool_call_schema
         try:
             return schema.model_validate(args).model_dump(mode="json")
@@ -155,9 +158,6 @@ class LangGraphAgent(Agent):
             "does not edit yet: fork without changes to run again from a step"
         }
 
-    def input_update(self, text: str) -> dict[str, Any]:
-        return {"messages": [{"id": new_message_id(), "role": "user", "content": text}], "prompt": text}
-
     def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
         return self._gates(state.interrupts) if next_node == NODE else []
 
@@ -165,21 +165,18 @@ class LangGraphAgent(Agent):
         gates = []
         for interrupt in interrupts:
             for index, (action, args, description, decisions) in enumerate(_asked(interrupt["value"])):
-                approval = self.approval_for(action) or Approval(queue=self.queue)
+                approval = self.approval_for(action)
                 allowed = tuple(d for d in approval.decisions if d in decisions)
                 gates.append(
                     Gate(
-                        key=f"{interrupt['id']}:{index}",
+                        key=gate_key(interrupt["id"], index),
                         action=action,
                         args=args,
-                        approval=Approval(
-                            queue=approval.queue,
+                        # The interrupt says which decisions it takes; the wording is ours if set.
+                        approval=replace(
+                            approval,
                             decisions=allowed or (Decision.APPROVE, Decision.REJECT),
                             description=approval.description or description,
-                            expiry=approval.expiry,
-                            summary=approval.summary,
-                            render=approval.render,
-                            consequential=approval.consequential,
                         ),
                         description=approval.describe(args) if approval.description else description,
                     )
@@ -188,8 +185,7 @@ class LangGraphAgent(Agent):
 
     def _adopt(self, source: str, config: dict[str, Any]) -> None:
         """Give an imported thread its own copy of the LangGraph checkpoints it names."""
-        saver = self.compiled.checkpointer
-        assert isinstance(saver, BaseCheckpointSaver)
+        saver = self.saver
         if source == config["configurable"]["thread_id"] or saver.get_tuple(config) is not None:  # type: ignore[arg-type]
             return
         if saver.get_tuple({"configurable": {**config["configurable"], "thread_id": source}}) is None:
@@ -202,9 +198,7 @@ class LangGraphAgent(Agent):
     def _answered(self, config: dict[str, Any]) -> bool:
         """Whether LangGraph holds an answer at this checkpoint already: a fork back to a gate
         decided on another branch (LangGraph would replay that answer, not apply this one)."""
-        saver = self.compiled.checkpointer
-        assert isinstance(saver, BaseCheckpointSaver)
-        found = saver.get_tuple(config)  # type: ignore[arg-type]
+        found = self.saver.get_tuple(config)  # type: ignore[arg-type]
         return found is not None and any(channel == RESUME for _, channel, _ in found.pending_writes or [])
 
     def _ask_again(
@@ -219,12 +213,11 @@ class LangGraphAgent(Agent):
         fresh = [{"id": i.id, "value": i.value} for task in asked.tasks for i in task.interrupts]
         if [i["value"] for i in fresh] != [i["value"] for i in interrupts]:
             raise RuntimeError("the graph asked something else when run again from this checkpoint")
-        moved = {
-            f"{new['id']}:{key.rsplit(':', 1)[1]}": decision
-            for old, new in zip(interrupts, fresh, strict=True)
-            for key, decision in decisions.items()
-            if key.rsplit(":", 1)[0] == old["id"]
-        }
+        new_ids = {old["id"]: new["id"] for old, new in zip(interrupts, fresh, strict=True)}
+        moved = {}
+        for key, decision in decisions.items():
+            interrupt_id, index = split_gate_key(key)
+            moved[gate_key(new_ids[interrupt_id], index)] = decision
         return dict(asked.config), fresh, moved
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
@@ -244,8 +237,7 @@ class LangGraphAgent(Agent):
             # The id of the message already shown, so the graph's copy replaces it on the page.
             shown = state.messages[-1]["id"] if state.messages else None
             graph_input = {"messages": [HumanMessage(state.prompt, id=shown)]}
-        deps = GatehouseDeps(thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, run_once=ctx.run_once)
-        with _in_step(deps):
+        with _in_step(GatehouseDeps.of(ctx)):
             graph.invoke(graph_input, config)  # type: ignore[call-overload]
         snapshot = graph.get_state({"configurable": {"thread_id": ctx.thread_id}})
         interrupts = [{"id": i.id, "value": i.value} for task in snapshot.tasks for i in task.interrupts]
@@ -266,9 +258,14 @@ Asked = tuple[str, dict[str, Any], str, set[Decision]]
 """(action, args, description, the decisions the interrupt allows)."""
 
 
+def _is_langchain_request(value: Any) -> bool:
+    """LangChain's human-in-the-loop request (else Agent Inbox's HumanInterrupt list)."""
+    return isinstance(value, dict) and "action_requests" in value
+
+
 def _asked(value: Any) -> list[Asked]:
     """The actions an interrupt asks a person about, in order."""
-    if isinstance(value, dict) and "action_requests" in value:
+    if _is_langchain_request(value):
         configs = {c.get("action_name"): c for c in value.get("review_configs") or []}
         asked: list[Asked] = []
         for request in value["action_requests"]:
@@ -307,8 +304,8 @@ def _resume(interrupts: list[dict[str, Any]], decisions: dict[str, HumanDecision
     for interrupt in interrupts:
         value = interrupt["value"]
         asked = _asked(value)
-        chosen = [decisions[f"{interrupt['id']}:{i}"] for i in range(len(asked))]
-        if isinstance(value, dict) and "action_requests" in value:
+        chosen = [decisions[gate_key(interrupt["id"], i)] for i in range(len(asked))]
+        if _is_langchain_request(value):
             resume[interrupt["id"]] = {"decisions": [_hitl(a, d) for a, d in zip(asked, chosen, strict=True)]}
         else:
             resume[interrupt["id"]] = [_inbox(a, d) for a, d in zip(asked, chosen, strict=True)]

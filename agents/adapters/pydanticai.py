@@ -20,7 +20,6 @@ once per call if it wraps its side effect in `ctx.deps.run_once(ctx.tool_call_id
 import json
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pydantic
@@ -31,38 +30,20 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
 from agents import llm
+from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
-from agents.graph import Agent, Gate, Retention, Step, StepContext
+from agents.graph import Gate, Retention, Step, StepContext
 from agents.prebuilt import rejection_text
-from agents.state import State, add_messages, append, new_message_id
+from agents.state import append, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
 HISTORY_FORMAT = "pydantic-ai/1"  # the stored history's shape: ModelMessagesTypeAdapter's JSON
-NODE = "run"
 
 
-class PydanticAIState(State):
-    messages: Annotated[list[dict[str, Any]], add_messages] = []
-    """The conversation as the pages show it (the chat shape native agents store)."""
+class PydanticAIState(SegmentState):
     history: Annotated[list[dict[str, Any]], append] = []
     """pydantic-ai's messages, as `ModelMessagesTypeAdapter` dumps them (HISTORY_FORMAT)."""
     history_format: str = HISTORY_FORMAT
-    prompt: str = ""
-    """A person's message the next segment has yet to send."""
-
-
-@dataclass(frozen=True)
-class GatehouseDeps:
-    """What a pydantic-ai tool of a Gatehouse agent receives as `ctx.deps`."""
-
-    thread_id: str
-    checkpoint_id: str
-    run_once: Callable[[str, Callable[[], Any]], Any]
-    """run_once(ctx.tool_call_id, fn): fn's result, computed at most once for this call."""
-
-    def idempotency_key(self, tool_call_id: str) -> str:
-        """Stable across retries of the step: send it to the system the side effect lands in."""
-        return f"{self.thread_id}:{self.checkpoint_id}:{tool_call_id}"
 
 
 class _ClosingThreads(ThreadPoolExecutor):
@@ -82,7 +63,7 @@ class _ClosingThreads(ThreadPoolExecutor):
 _tool_threads = _ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
 
 
-class PydanticAIAgent(Agent):
+class PydanticAIAgent(SegmentAgent):
     """A pydantic-ai agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `requires_approval=True`) with their queue, decisions and description."""
 
@@ -95,14 +76,7 @@ class PydanticAIAgent(Agent):
         description: str = "",
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(
-            name=name,
-            state=PydanticAIState,
-            nodes={NODE: self.run_segment},
-            start=NODE,
-            description=description,
-            retention=retention or Retention(),
-        )
+        super().__init__(name=name, state=PydanticAIState, description=description, retention=retention)
         self.agent = agent
         self.gates = gates
 
@@ -143,13 +117,12 @@ class PydanticAIAgent(Agent):
             errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
         return errors
 
-    def input_update(self, text: str) -> dict[str, Any]:
-        return {"messages": [{"id": new_message_id(), "role": "user", "content": text}], "prompt": text}
-
     def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
         """The gated calls of the last model response that have no result yet."""
+        if next_node != NODE:
+            return []
         history = _history(state)
-        if next_node != NODE or not history or not isinstance(history[-1], ModelResponse):
+        if not history or not isinstance(history[-1], ModelResponse):
             return []
         return self._gates(history[-1].tool_calls)
 
@@ -168,7 +141,7 @@ class PydanticAIAgent(Agent):
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
-        deps = GatehouseDeps(thread_id=ctx.thread_id, checkpoint_id=ctx.checkpoint_id, run_once=ctx.run_once)
+        deps = GatehouseDeps.of(ctx)
         history = _history(state)
         results = _results(ctx.decisions) if ctx.decisions else None
         try:

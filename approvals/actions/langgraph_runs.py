@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from agents.actions import InvalidInput, check_start_thread, do_start_thread
-from agents.adapters.langgraph_agent import LangGraphAgent
+from agents.adapters.langgraph_agent import LangGraphAgent, split_gate_key
 from agents.registry import UnknownAgent, registry
 from approvals.access import Access
 from approvals.actions.decisions import check_decision, do_decide
@@ -62,12 +62,10 @@ def do_run(
 def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
     """Decide the thread's pending requests from a `Command(resume=...)` value: one interrupt's
     answer (LangChain's {"decisions": [...]} or Agent Inbox's list), or {interrupt_id: answer}."""
-    pending = list(
-        ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("key")
-    )
+    pending = ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING)
     by_interrupt: dict[str, list[ApprovalRequest]] = {}
-    for request_ in pending:
-        by_interrupt.setdefault(request_.key.rsplit(":", 1)[0], []).append(request_)
+    for request_ in sorted(pending, key=lambda r: split_gate_key(r.key)[1]):  # in the order asked
+        by_interrupt.setdefault(split_gate_key(request_.key)[0], []).append(request_)
     if not by_interrupt:
         last = ApprovalRequest.objects.filter(thread_id=thread_id).select_related("decided_by").last()
         if last is not None and last.decided_by is not None:  # a reviewer answered first
@@ -83,7 +81,7 @@ def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
         )
     decided = []
     for interrupt_id, answer in answers.items():
-        requests = sorted(by_interrupt[interrupt_id], key=lambda r: int(r.key.rsplit(":", 1)[1]))
+        requests = by_interrupt[interrupt_id]
         items = answer.get("decisions") if isinstance(answer, dict) else answer
         if not isinstance(items, list) or len(items) != len(requests):
             raise InvalidInput(
