@@ -190,38 +190,18 @@ def step_of_head(thread_id: str) -> int | None:
     return head.step if head else None
 
 
-def test_a_pydantic_ai_worker_killed_after_the_refund_is_replaced_and_refunds_once(
-    workers: Workers, live_services: LiveServices
+@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph"])
+def test_a_framework_agents_worker_killed_after_the_refund_is_replaced_and_refunds_once(
+    agent: str, workers: Workers, live_services: LiveServices
 ) -> None:
-    """pydantic-ai re-runs the whole resumed segment, the approved tool included; run_once
-    returns the recorded refund instead of issuing a second one."""
+    """The retry re-runs the resumed segment, the approved tool included (pydantic-ai runs it
+    again; LangGraph re-runs the interrupted node from its start); run_once returns the recorded
+    refund instead of issuing a second one."""
     slow = workers.start("slow", SLOW)
-    thread_id = start_thread("Please refund order ORD-1001", agent="refunds_pydantic_ai")
+    thread_id = start_thread("Please refund order ORD-1001", agent=agent)
     reach(thread_id, "waiting", reconcile=False)
     approve_pending(thread_id)
     # The refund is issued (and recorded at the gate's checkpoint); the slow report is being written.
-    wait_for(lambda: refunds(thread_id) == [("ORD-1001", 4250)], timeout=30)
-    assert Thread.objects.get(pk=thread_id).status == "running"
-
-    live_services.kill(slow)
-    workers.start("rescue", FAST)
-
-    reach(thread_id, "done")
-    assert refunds(thread_id) == [("ORD-1001", 4250)]
-    assert history_is_one_chain(thread_id)
-    final = get_backend().get(thread_id=thread_id).values
-    assert "Refund of $42.50 issued" in final["messages"][-1]["content"]
-
-
-def test_a_langgraph_worker_killed_after_the_refund_is_replaced_and_refunds_once(
-    workers: Workers, live_services: LiveServices
-) -> None:
-    """LangGraph re-runs the resumed tools node from its start on the retry; run_once returns the
-    recorded refund instead of issuing a second one."""
-    slow = workers.start("slow", SLOW)
-    thread_id = start_thread("Please refund order ORD-1001", agent="refunds_langgraph")
-    reach(thread_id, "waiting", reconcile=False)
-    approve_pending(thread_id)
     wait_for(lambda: refunds(thread_id) == [("ORD-1001", 4250)], timeout=30)
     assert Thread.objects.get(pk=thread_id).status == "running"
 

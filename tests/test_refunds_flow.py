@@ -31,6 +31,18 @@ def wait_status(api: Api, thread_id: str, status: str) -> dict[str, Any]:
     )
 
 
+def gate(api: Api, agent: str, text: str) -> tuple[str, dict[str, Any]]:
+    """Start a thread and wait for its one gate: (thread id, its pending approval)."""
+    thread_id = start(api, text, agent=agent)
+    [approval] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    return thread_id, approval
+
+
+def decide(api: Api, approval: dict[str, Any], body: dict[str, Any]) -> None:
+    response = api.post(f"/approvals/{approval['id']}/decision", body)
+    assert response.status_code == 200, response.text
+
+
 def last_message(thread: dict[str, Any]) -> str:
     return thread["values"]["messages"][-1]["content"]
 

@@ -1,0 +1,71 @@
+"""What every framework adapter does alike, for each example agent written with another
+framework, over the HTTP API with a real Celery worker and the offline model: an edit runs the
+edited call and shows it edited, a bad edit is a 400 naming the field, a rejection reaches the
+model as a reason and refunds nothing."""
+
+from typing import Any
+
+import pytest
+
+from agents.examples.models import Refund
+from tests.factories import Api, api_for, make_user
+from tests.test_refunds_flow import (
+    decide,
+    gate,
+    last_message,
+    wait_status,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENTS = ["refunds_pydantic_ai", "refunds_langgraph"]
+
+
+@pytest.fixture
+def api(live_server_url: str, celery_worker: Any) -> Api:
+    return api_for(make_user("ada", "admin"), live_server_url)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_edit_runs_the_edited_call_and_the_call_is_shown_edited(api: Api, agent: str) -> None:
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1002")
+
+    decide(api, approval, {"decision": "edit", "args": {"order_id": "ORD-1002", "amount_cents": 5000}})
+
+    done = wait_status(api, thread_id, "done")
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [5000]
+    assert "Refund of $50.00 issued" in last_message(done)
+    [call] = [
+        c
+        for m in done["values"]["messages"]
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == "issue_refund"
+    ]
+    assert call["edited"] is True and '"amount_cents": 5000' in call["function"]["arguments"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_edit_the_tool_refuses_is_a_400_naming_the_field(api: Api, agent: str) -> None:
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1001")
+
+    response = api.post(
+        f"/approvals/{approval['id']}/decision",
+        {"decision": "edit", "args": {"order_id": "ORD-1001", "amount_cents": -5}},
+    )
+
+    assert response.status_code == 400, response.text
+    assert response.json()["errors"] == {"args.amount_cents": "Amount cents must be greater than 0"}
+    assert api.thread(thread_id)["status"] == "waiting"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_rejection_reaches_the_model_with_its_reason_and_refunds_nothing(api: Api, agent: str) -> None:
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1003")
+
+    decide(api, approval, {"decision": "reject", "message": "Outside the 30-day window"})
+
+    done = wait_status(api, thread_id, "done")
+    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
+    assert results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
+    assert "Outside the 30-day window" in last_message(done)
+    assert Refund.objects.count() == 0
