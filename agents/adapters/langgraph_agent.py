@@ -220,6 +220,13 @@ class LangGraphAgent(SegmentAgent):
             moved[gate_key(new_ids[interrupt_id], index)] = decision
         return dict(asked.config), fresh, moved
 
+    def checkpoint_config(self, values: dict[str, Any], *, thread_id: str) -> dict[str, Any]:
+        """LangGraph's config for the checkpoint a stored state names (checkpoint_id "" if none),
+        in the LangGraph thread that holds it."""
+        holder = values.get("langgraph_thread") or thread_id
+        checkpoint_id = values.get("langgraph_checkpoint") or ""
+        return {"configurable": {"thread_id": holder, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the graph until it ends or interrupts: one checkpoint."""
         graph = self.compiled

@@ -17,11 +17,16 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints.models import Thread
 
 
+def langgraph_agents() -> list[LangGraphAgent]:
+    """The registered LangGraph agents: the server API's assistants."""
+    return [a for a in registry.all() if isinstance(a, LangGraphAgent)]
+
+
 def langgraph_agent(name: str) -> LangGraphAgent:
     """The registered LangGraph agent `name` (an assistant), or UnknownAgent."""
     agent = registry.get(name)
     if not isinstance(agent, LangGraphAgent):
-        raise UnknownAgent(name, [a.name for a in registry.all() if isinstance(a, LangGraphAgent)])
+        raise UnknownAgent(name, [a.name for a in langgraph_agents()])
     return agent
 
 

@@ -21,10 +21,11 @@ from ninja.security import APIKeyHeader
 
 from agents.actions import InvalidInput, ThreadStateError
 from agents.adapters.langgraph_agent import LangGraphAgent
-from agents.registry import UnknownAgent, registry
+from agents.loading import load_checkpoint
+from agents.registry import UnknownAgent
 from approvals.access import Access
 from approvals.actions.errors import Conflict
-from approvals.actions.langgraph_runs import do_run, langgraph_agent
+from approvals.actions.langgraph_runs import do_run, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.http import AuthedRequest
 from checkpoints.models import Thread, ThreadStatus
@@ -136,28 +137,22 @@ def _assistant(agent: LangGraphAgent) -> dict[str, Any]:
 
 
 def _visible(request: AuthedRequest, thread_id: str) -> Thread:
+    """A LangGraph agent's thread the user may see (an unknown agent's is a 404 too)."""
     thread = Thread.objects.select_related("head").get(pk=thread_id)
-    if not isinstance(registry.get(thread.agent), LangGraphAgent) or not Access.of(
-        request.user
-    ).can_see_thread(thread_id):
+    langgraph_agent(thread.agent)
+    if not Access.of(request.user).can_see_thread(thread_id):
         raise Thread.DoesNotExist(thread_id)
     return thread
 
 
 def _state(thread: Thread) -> dict[str, Any]:
     """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
-    from agents.loading import load_checkpoint
-
     head = load_checkpoint(thread_id=thread.pk, agent=thread.agent)
     agent = langgraph_agent(thread.agent)
     interrupts = head.values.get("interrupts") or []
-    langgraph_thread = head.values.get("langgraph_thread") or thread.pk
-    checkpoint_id = head.values.get("langgraph_checkpoint") or ""
-    config = {
-        "configurable": {"thread_id": langgraph_thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
-    }
+    config = agent.checkpoint_config(head.values, thread_id=thread.pk)
     values: dict[str, Any] = {"messages": head.values.get("messages", [])}
-    if checkpoint_id:
+    if config["configurable"]["checkpoint_id"]:
         snapshot = agent.compiled.get_state(config)  # type: ignore[arg-type]
         values = {k: _jsonable(v) for k, v in (snapshot.values or {}).items()}
     tasks = [{"id": i["id"], "name": "interrupt", "interrupts": [i], "error": None} for i in interrupts]
@@ -165,7 +160,7 @@ def _state(thread: Thread) -> dict[str, Any]:
         "values": values,
         "next": head.next,
         "tasks": tasks,
-        "interrupts": [i for i in interrupts],
+        "interrupts": list(interrupts),
         "checkpoint": config["configurable"],
         "metadata": {"gatehouse_checkpoint": head.id, "step": head.step},
         "created_at": head.created_at.isoformat() if head.created_at else None,
@@ -183,8 +178,8 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _thread(thread: Thread, *, with_values: bool = True) -> dict[str, Any]:
-    state = _state(thread) if with_values else {"values": None, "interrupts": []}
+def _thread(thread: Thread) -> dict[str, Any]:
+    state = _state(thread)
     interrupts = state["interrupts"]
     return {
         "thread_id": thread.pk,
@@ -223,7 +218,7 @@ def _settled(thread_id: str) -> Thread:
 
 @api.post("/assistants/search")
 def search_assistants(request: AuthedRequest, body: SearchIn) -> Any:
-    agents = [a for a in registry.all() if isinstance(a, LangGraphAgent)]
+    agents = langgraph_agents()
     if body.graph_id:
         agents = [a for a in agents if a.name == body.graph_id]
     return [_assistant(a) for a in agents[body.offset : body.offset + body.limit]]
@@ -255,7 +250,7 @@ def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
 
 @api.post("/threads/search")
 def search_threads(request: AuthedRequest, body: SearchIn) -> Any:
-    names = [a.name for a in registry.all() if isinstance(a, LangGraphAgent)]
+    names = [a.name for a in langgraph_agents()]
     rows = Access.of(request.user).visible_threads().filter(agent__in=names).order_by("-updated_at")
     if body.status:
         rows = rows.filter(status__in=[s for s, lg in STATUS.items() if lg == body.status])
