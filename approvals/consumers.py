@@ -179,8 +179,9 @@ class ThreadConsumer(RejoiningConsumer):
         await self.accept()
 
     def _allowed(self, user: Any) -> bool:
-        thread = Thread.objects.filter(pk=self.thread_id).first()
-        return thread is not None and Access.of(user).can_see_thread(thread.pk)
+        return Thread.objects.filter(pk=self.thread_id).exists() and Access.of(user).can_see_thread(
+            self.thread_id
+        )
 
     async def disconnect(self, code: int) -> None:
         self.stop_rejoining()

@@ -9,6 +9,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from agents.loading import load_checkpoint
+from agents.registry import UnknownAgent, registry
 from approvals.access import Access, User
 from approvals.actions.standing import standing_decisions
 from approvals.models import AuditEvent
@@ -175,8 +176,6 @@ def history_list(thread: Thread) -> list[CheckpointSummary]:
 
 def fork_note(agent: str) -> str:
     """What a fork of this agent's thread runs again, if its runtime says more than the page does."""
-    from agents.registry import UnknownAgent, registry
-
     try:
         return registry.get(agent).fork_note
     except UnknownAgent:
