@@ -42,10 +42,34 @@ class ConversationState(State):
 @tool
 def lookup_order(order_id: OrderId) -> dict[str, Any]:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
-    order = DEMO_ORDERS.get(order_id.upper())
+    return find_order(order_id)
+
+
+def find_order(order_id: str) -> dict[str, Any]:
+    """The demo order, as every version of the refunds agent's lookup_order returns it."""
+    order = DEMO_ORDERS.get(order_id.strip().upper())
     if order is None:
         return {"error": "no such order"}
-    return {"order_id": order_id.upper(), **order, "status": "delivered"}
+    return {"order_id": order_id.strip().upper(), **order, "status": "delivered"}
+
+
+def record_refund(
+    *, order_id: str, amount_cents: int, thread_id: str, idempotency_key: str
+) -> dict[str, Any]:
+    """Issue a refund (one row in the ledger of effects): every version of issue_refund's effect."""
+    refund = Refund.objects.create(
+        refund_id=f"rf_{uuid.uuid4().hex[:12]}",
+        order_id=order_id,
+        amount_cents=amount_cents,
+        thread_id=thread_id,
+        idempotency_key=idempotency_key,
+    )
+    return {
+        "status": "issued",
+        "refund_id": refund.refund_id,
+        "order_id": order_id,
+        "amount_cents": amount_cents,
+    }
 
 
 REFUND_APPROVAL = Approval(
@@ -67,19 +91,12 @@ def issue_refund(
     ctx: ToolContext,
 ) -> dict[str, Any]:
     """Refund money to the customer of an order. Moves money: a human approves it first."""
-    refund = Refund.objects.create(
-        refund_id=f"rf_{uuid.uuid4().hex[:12]}",
+    return record_refund(
         order_id=order_id,
         amount_cents=amount_cents,
         thread_id=ctx.thread_id,
         idempotency_key=ctx.idempotency_key,
     )
-    return {
-        "status": "issued",
-        "refund_id": refund.refund_id,
-        "order_id": order_id,
-        "amount_cents": amount_cents,
-    }
 
 
 @tool(

@@ -4,7 +4,6 @@ the model through LangChain's OpenAI chat model. Same orders, tools and refund l
 native `refunds` agent."""
 
 import json
-import uuid
 from collections.abc import Iterator
 from functools import partial
 from typing import Annotated, Any, TypedDict
@@ -20,8 +19,7 @@ from pydantic import Field, ValidationError
 
 from agents import llm
 from agents.adapters.langgraph_agent import LangGraphAgent, gatehouse_step
-from agents.examples.agents import DEMO_ORDERS, REFUND_APPROVAL
-from agents.examples.models import Refund
+from agents.examples.agents import REFUND_APPROVAL, find_order, record_refund
 from agents.registry import register
 
 PROMPT = "You are a customer-support agent. Look up the order before refunding it. Be brief."
@@ -31,10 +29,7 @@ GATED = {"issue_refund"}
 @tool
 def lookup_order(order_id: str) -> str:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
-    order = DEMO_ORDERS.get(order_id.strip().upper())
-    if order is None:
-        return json.dumps({"error": "no such order"})
-    return json.dumps({"order_id": order_id.strip().upper(), **order, "status": "delivered"})
+    return json.dumps(find_order(order_id))
 
 
 @tool
@@ -45,15 +40,12 @@ def issue_refund(
 ) -> str:
     """Refund money to the customer of an order. Moves money: a human approves it first."""
     step = gatehouse_step()
-    refund = Refund.objects.create(
-        refund_id=f"rf_{uuid.uuid4().hex[:12]}",
-        order_id=order_id,
-        amount_cents=amount_cents,
-        thread_id=step.thread_id,
-        idempotency_key=step.idempotency_key(tool_call_id),
+    key = step.idempotency_key(tool_call_id)
+    return json.dumps(
+        record_refund(
+            order_id=order_id, amount_cents=amount_cents, thread_id=step.thread_id, idempotency_key=key
+        )
     )
-    issued = {"status": "issued", "refund_id": refund.refund_id, "order_id": order_id}
-    return json.dumps({**issued, "amount_cents": amount_cents})
 
 
 TOOLS = {t.name: t for t in (lookup_order, issue_refund)}

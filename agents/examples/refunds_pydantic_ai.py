@@ -1,7 +1,6 @@
 """The refunds agent written with pydantic-ai, behind Gatehouse's inbox: the same orders, tools
 and refund ledger as the native `refunds` agent, through pydantic-ai's own OpenAI client."""
 
-import uuid
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -11,8 +10,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from agents.adapters.pydanticai import GatehouseDeps, PydanticAIAgent
-from agents.examples.agents import DEMO_ORDERS, REFUND_APPROVAL
-from agents.examples.models import Refund
+from agents.examples.agents import REFUND_APPROVAL, find_order, record_refund
 from agents.registry import register
 
 model = OpenAIChatModel(
@@ -33,10 +31,7 @@ support = Agent(
 @support.tool_plain
 def lookup_order(order_id: str) -> dict[str, Any]:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
-    order = DEMO_ORDERS.get(order_id.strip().upper())
-    if order is None:
-        return {"error": "no such order"}
-    return {"order_id": order_id.strip().upper(), **order, "status": "delivered"}
+    return find_order(order_id)
 
 
 @support.tool(requires_approval=True)
@@ -49,19 +44,10 @@ def issue_refund(
     call_id = ctx.tool_call_id or ""
 
     def issue() -> dict[str, Any]:
-        refund = Refund.objects.create(
-            refund_id=f"rf_{uuid.uuid4().hex[:12]}",
-            order_id=order_id,
-            amount_cents=amount_cents,
-            thread_id=ctx.deps.thread_id,
-            idempotency_key=ctx.deps.idempotency_key(call_id),
+        key = ctx.deps.idempotency_key(call_id)
+        return record_refund(
+            order_id=order_id, amount_cents=amount_cents, thread_id=ctx.deps.thread_id, idempotency_key=key
         )
-        return {
-            "status": "issued",
-            "refund_id": refund.refund_id,
-            "order_id": order_id,
-            "amount_cents": amount_cents,
-        }
 
     # Recorded with the step's checkpoint: a retried step returns this result, not a second refund.
     return ctx.deps.run_once(call_id, issue)
