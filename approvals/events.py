@@ -6,12 +6,15 @@ sends its page only the changed rows (see approvals.inbox_push). Thread and deci
 their thread's group.
 """
 
+import asyncio
 import logging
+import os
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -33,10 +36,59 @@ def on_commit(fn: Callable[[], None]) -> None:
     transaction.on_commit(fn, robust=True)
 
 
+PUSH_TIMEOUT_S = 10
+
+
+class _PushLoop:
+    """One event loop per process for pushes from plain threads (Celery workers, scripts).
+
+    async_to_sync outside an ASGI server starts a thread and an event loop per call, and the
+    Redis layer opens a connection per loop: a connect per push, per step. This loop keeps
+    one Redis connection pool for the process's life.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="gatehouse-push", daemon=True).start()
+
+    def run(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            future.result(PUSH_TIMEOUT_S)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+
+_push_loop: _PushLoop | None = None
+_push_loop_lock = threading.Lock()
+
+
+def _loop() -> _PushLoop:
+    global _push_loop
+    with _push_loop_lock:
+        if _push_loop is None or _push_loop.pid != os.getpid():  # a forked child starts its own
+            _push_loop = _PushLoop()
+        return _push_loop
+
+
+def _lent_by_server() -> bool:
+    """Is this a thread an ASGI server lent to sync code? asgiref then uses the server's loop."""
+    threadlocal = SyncToAsync.threadlocal
+    return getattr(threadlocal, "main_event_loop_pid", None) == os.getpid() and bool(
+        getattr(threadlocal, "main_event_loop", None)
+    )
+
+
 def _send(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is None:
+        return
+    if _lent_by_server():
         async_to_sync(layer.group_send)(group, message)
+    else:
+        _loop().run(layer.group_send(group, message))
 
 
 def send_inbox_changed(*, queues: list[str], request_ids: list[int]) -> None:

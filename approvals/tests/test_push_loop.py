@@ -1,0 +1,69 @@
+"""Pushes from plain threads (Celery workers) reuse one Redis connection per process.
+
+asgiref's async_to_sync outside an ASGI server starts an event loop per call, and the Redis
+channel layer opens a connection per loop: a connect per step. The real Redis layer here.
+"""
+
+import asyncio
+import threading
+
+import redis
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from approvals import events
+
+
+def connections_received() -> int:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        return int(client.info("stats")["total_connections_received"])  # type: ignore[index]
+    finally:
+        client.close()
+
+
+def test_thirty_pushes_from_worker_threads_open_at_most_a_few_redis_connections() -> None:
+    events.on_thread_changed(None, thread_id="warm-up")  # the pool's first connection
+    before = connections_received()
+
+    def push(n: int) -> None:
+        for m in range(10):
+            events.on_thread_changed(None, thread_id=f"t-{n}-{m}")
+
+    workers = [threading.Thread(target=push, args=(n,)) for n in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+    assert connections_received() - before <= 3  # was one per push: 30
+
+
+def test_a_push_from_a_worker_thread_reaches_a_member_of_the_group() -> None:
+    layer = get_channel_layer()
+    assert layer is not None
+
+    async def join() -> str:
+        channel = await layer.new_channel()
+        await layer.group_add(events.thread_group("pushed"), channel)
+        return channel
+
+    async def receive(channel: str) -> dict[str, str]:
+        message: dict[str, str] = await asyncio.wait_for(layer.receive(channel), timeout=5)
+        await layer.group_discard(events.thread_group("pushed"), channel)
+        return message
+
+    loop = asyncio.new_event_loop()
+    try:
+        channel = loop.run_until_complete(join())
+        thread = threading.Thread(
+            target=events.on_thread_changed,
+            args=(None,),
+            kwargs={"thread_id": "pushed"},
+        )
+        thread.start()
+        thread.join()
+        message = loop.run_until_complete(receive(channel))
+    finally:
+        loop.close()
+    assert message == {"type": "thread.changed", "thread_id": "pushed"}
