@@ -19,7 +19,7 @@ def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> Non
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "manage.py", "bench_load", "--threads", "40", "--workers", "2"]
     database = f"{Path(connection.settings_dict['NAME']).stem}_load"  # beside this run's test database
-    command += ["--json", "--private-redis", "--database", database, "--timeout", "240"]
+    command += ["--json", "--private-redis", "--database", database, "--timeout", "240", "--probes", "2"]
 
     done = subprocess.run(
         command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=420
@@ -31,3 +31,6 @@ def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> Non
     assert report["decisions_via_api"] == 40
     assert (report["lost_threads"], report["failed_threads"], report["duplicated_side_effects"]) == (0, 0, 0)
     assert report["refunds"] == 40
+    # Two probe gates are decided one at a time before the load and two while it starts (the
+    # rest at once if the start is over first); lost_threads counts the probe threads too.
+    assert report["resume_idle_ms_p50"] is not None

@@ -2,7 +2,9 @@
 
 Every thread reaches its gate, every gate is approved over the HTTP API, every thread completes;
 the report counts lost threads and duplicated refunds (both must be 0) and measures steps per
-second and decision -> resume latency. Runs in a database and a Redis of its own and cleans up.
+second and decision -> resume latency: with 100s of decisions at once, one at a time with nothing
+else running (probe threads decided before the load) and one at a time while the N threads are
+being started (people first). Runs in a database and a Redis of its own and cleans up.
 """
 
 import contextlib
@@ -68,6 +70,12 @@ class Command(BaseCommand):
             action="store_true",
             help="start a Redis server of its own, even with REDIS_URL",
         )
+        parser.add_argument(
+            "--probes",
+            type=int,
+            default=20,
+            help="gates decided one at a time, idle and then while the N threads start",
+        )
         parser.add_argument("--timeout", type=float, default=900, help="seconds per phase")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -83,6 +91,7 @@ class Command(BaseCommand):
                 pool=options["pool"],
                 model_delay_ms=options["model_delay_ms"],
                 redis_url=redis_url,
+                probes=options["probes"],
                 timeout=options["timeout"],
             )
         if options["json"]:
@@ -135,7 +144,14 @@ def bench_redis(db: int, private: bool) -> Iterator[str]:
 
 
 def run(
-    *, threads: int, workers: int, pool: str, model_delay_ms: int, redis_url: str, timeout: float
+    *,
+    threads: int,
+    workers: int,
+    pool: str,
+    model_delay_ms: int,
+    redis_url: str,
+    probes: int,
+    timeout: float,
 ) -> dict[str, Any]:
     from django.contrib.auth.models import User
 
@@ -157,7 +173,7 @@ def run(
             limits=httpx.Limits(max_connections=HTTP_CLIENTS),
         )
         with api, Sampler(procs) as sampler:
-            result = measure(api, threads=threads, workers=workers, timeout=timeout)
+            result = measure(api, threads=threads, workers=workers, probes=probes, timeout=timeout)
         return {
             **result,
             "pool": pool,
@@ -262,24 +278,36 @@ def rss_kb(pid: int) -> int:
     return total
 
 
-def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) -> dict[str, Any]:
+def measure(api: httpx.Client, *, threads: int, workers: int, probes: int, timeout: float) -> dict[str, Any]:
+    probe_ids = parallel(lambda n: start(api, n), range(2 * probes))
+    if not wait_until(lambda: status_count(probe_ids, "waiting") == len(probe_ids), timeout=timeout):
+        raise CommandError("the probe threads did not reach their gates")
+    probe_gates = list(ApprovalRequest.objects.filter(thread_id__in=probe_ids, status="pending"))
+    idle = one_at_a_time(api, probe_gates[:probes], timeout=timeout)
+
     started = time.monotonic()
-    ids = parallel(lambda n: start(api, n), range(threads))
+    starting = ThreadPoolExecutor(1).submit(parallel, lambda n: start(api, n), range(threads))
+    under_load = one_at_a_time(api, probe_gates[probes:], timeout=timeout, until=starting.done)
+    ids = starting.result()
     started_s = time.monotonic() - started
-    waiting = wait_until(lambda: status_count("waiting") == threads, timeout=timeout)
+    waiting = wait_until(lambda: status_count(ids, "waiting") == threads, timeout=timeout)
     gated_s = time.monotonic() - started
-    steps_gate = worker_steps()
-    gate_calls = Checkpoint.objects.filter(node="model", created_by__startswith="worker:").count()
+    steps_gate = worker_steps(ids)
+    gate_calls = Checkpoint.objects.filter(
+        thread_id__in=ids, node="model", created_by__startswith="worker:"
+    ).count()
 
     decided = time.monotonic()
-    requests = list(ApprovalRequest.objects.filter(status="pending").values_list("pk", flat=True))
+    requests = list(
+        ApprovalRequest.objects.filter(thread_id__in=ids, status="pending").values_list("pk", flat=True)
+    )
     answers = parallel(lambda pk: decide(api, pk), requests)
     decisions_s = time.monotonic() - decided
-    done = wait_until(lambda: status_count("done") == threads, timeout=timeout)
+    done = wait_until(lambda: status_count(ids, "done") == threads, timeout=timeout)
     finished_s = time.monotonic() - decided
-    steps_done = worker_steps() - steps_gate
+    steps_done = worker_steps(ids) - steps_gate
 
-    latencies = resume_latencies_ms()
+    latencies = resume_latencies_ms(requests=ApprovalRequest.objects.filter(pk__in=requests))
     refunds = Refund.objects.values("thread_id").annotate(n=Count("id"))
     cores = os.cpu_count() or 1
     steps = steps_gate + steps_done
@@ -303,9 +331,14 @@ def measure(api: httpx.Client, *, threads: int, workers: int, timeout: float) ->
         "resume_latency_ms_p50": percentile(latencies, 50),
         "resume_latency_ms_p99": percentile(latencies, 99),
         "resume_latency_ms_max": round(max(latencies), 1) if latencies else None,
-        "lost_threads": threads - Thread.objects.filter(pk__in=ids, status="done").count(),
+        "resume_idle_ms_p50": percentile(idle, 50),
+        "resume_idle_ms_p99": percentile(idle, 99),
+        "resume_under_load_ms_p50": percentile(under_load, 50),
+        "resume_under_load_ms_p99": percentile(under_load, 99),
+        "resumes_under_load": len(under_load),
+        "lost_threads": len(ids) + len(probe_ids) - status_count([*ids, *probe_ids], "done"),
         "failed_threads": Thread.objects.filter(status="failed").count(),
-        "refunds": Refund.objects.count(),
+        "refunds": Refund.objects.filter(thread_id__in=ids).count(),
         "duplicated_side_effects": sum(row["n"] - 1 for row in refunds),
     }
 
@@ -327,28 +360,48 @@ def decide(api: httpx.Client, pk: int) -> bool:
     return api.post(f"/approvals/{pk}/decision", json={"decision": "approve"}).status_code == 200
 
 
-def status_count(status: str) -> int:
-    return Thread.objects.filter(status=status).count()
+def status_count(ids: list[str], status: str) -> int:
+    return Thread.objects.filter(pk__in=ids, status=status).count()
 
 
-def wait_until(predicate: Any, *, timeout: float) -> bool:
+def one_at_a_time(
+    api: httpx.Client,
+    gates: list[ApprovalRequest],
+    *,
+    timeout: float,
+    until: Any = lambda: False,
+) -> list[float]:
+    """Decide each gate and wait for its thread to resume before the next: no decision backlog.
+    Once `until()` is true (the load it runs beside is over), the rest are decided unmeasured."""
+    decided = []
+    for n, gate in enumerate(gates):
+        if until():
+            parallel(lambda g: decide(api, g.pk), gates[n:])
+            break
+        decide(api, gate.pk)
+        resumed = Checkpoint.objects.filter(source=CheckpointSource.RESUME, parent_id=gate.checkpoint_id)
+        if not wait_until(resumed.exists, timeout=timeout, every=0.005):
+            raise CommandError(f"thread {gate.thread_id} did not resume")
+        decided.append(gate.pk)
+    return resume_latencies_ms(requests=ApprovalRequest.objects.filter(pk__in=decided))
+
+
+def wait_until(predicate: Any, *, timeout: float, every: float = 0.2) -> bool:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline or Thread.objects.filter(status="failed").exists():
             return False
-        time.sleep(0.2)
+        time.sleep(every)
     return True
 
 
-def worker_steps() -> int:
-    return Checkpoint.objects.filter(created_by__startswith="worker:").count()
+def worker_steps(ids: list[str]) -> int:
+    return Checkpoint.objects.filter(thread_id__in=ids, created_by__startswith="worker:").count()
 
 
-def resume_latencies_ms() -> list[float]:
+def resume_latencies_ms(*, requests: Any) -> list[float]:
     """From each decision's commit to the commit of the step that resumed its thread."""
-    decided = dict(
-        ApprovalRequest.objects.exclude(decided_at=None).values_list("checkpoint_id", "decided_at")
-    )
+    decided = dict(requests.exclude(decided_at=None).values_list("checkpoint_id", "decided_at"))
     resumed = Checkpoint.objects.filter(source=CheckpointSource.RESUME, parent_id__in=decided)
     return [
         (created - decided_at).total_seconds() * 1000
