@@ -5,6 +5,7 @@ key, requests go to the built-in offline model served by this app, over real HTT
 """
 
 import json
+import threading
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -54,8 +55,16 @@ def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
 
 
+# A thread-pool worker's first 100 steps ask at once; without the lock each would build a client
+# (an SSL context and a connection pool apiece: seconds of CPU at start-up).
+_client_lock = threading.Lock()
+
+
 def client() -> openai.OpenAI:
-    return _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY or "offline", settings.OPENAI_TIMEOUT_S)
+    with _client_lock:
+        return _client(
+            settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY or "offline", settings.OPENAI_TIMEOUT_S
+        )
 
 
 def to_api_message(message: dict[str, Any]) -> dict[str, Any]:
