@@ -25,6 +25,7 @@ from django.db import OperationalError, connection
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.test.utils import override_settings
 
+from agents.management.commands.serve import child_env
 from config import embedded_redis
 from tests.live import LiveServices, Workers, free_port, live_env, log_dir, other_workers_paused, tail
 
@@ -90,7 +91,7 @@ def live_services(redis_ready: str, django_db_setup: None, django_db_blocker: An
     override.enable()
     channel_layers.backends = {}  # channels caches layers built from the old settings
     try:
-        services.start_web(port)
+        services.start_web(port, extra_env=child_env("web"))  # pooled, as `serve` starts it
         yield services
     finally:
         services.stop_all()

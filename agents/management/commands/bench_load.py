@@ -160,8 +160,11 @@ def run(
     port = free_port()
     env = {**live_env(port, f"gatehouse-bench-{uuid.uuid4().hex[:8]}"), "REDIS_URL": redis_url}
     # Django's advice for ASGI: no persistent connections in the web process (each request runs
-    # in a thread of its own, and kept connections pile up to Postgres' max_connections).
-    services = LiveServices(url=f"http://127.0.0.1:{port}", env={**env, "DB_CONN_MAX_AGE": "0"})
+    # in a thread of its own); `serve` gives it a pool instead, as here.
+    from agents.management.commands.serve import child_env
+
+    web_env = {**env, "DB_CONN_MAX_AGE": "0", **child_env("web")}
+    services = LiveServices(url=f"http://127.0.0.1:{port}", env=web_env)
     try:
         services.start_web(port)
         procs = start_workers(services, workers=workers, pool=pool)

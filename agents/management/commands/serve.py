@@ -147,11 +147,14 @@ def child_commands(port: int) -> dict[str, list[str]]:
 
 
 def child_env(name: str) -> dict[str, str]:
-    """Thread-pool step workers share a bounded pool of Postgres connections."""
-    threaded = name == "resume" or (name == "worker" and settings.STEP_POOL == "threads")
-    if threaded and is_postgres():
-        size = settings.STEP_DB_POOL_SIZE if name == "worker" else settings.RESUME_DB_POOL_SIZE
-        return {"DB_POOL_MAX_SIZE": str(size)}
+    """The web server and thread-pool workers share a bounded pool of Postgres connections."""
+    sizes = {
+        "web": settings.WEB_DB_POOL_SIZE,
+        "resume": settings.RESUME_DB_POOL_SIZE,
+        **({"worker": settings.STEP_DB_POOL_SIZE} if settings.STEP_POOL == "threads" else {}),
+    }
+    if name in sizes and is_postgres():
+        return {"DB_POOL_MAX_SIZE": str(sizes[name])}
     return {}
 
 
