@@ -108,3 +108,15 @@ def disk_bytes() -> int:
             "WHERE c.relkind = 'r' AND c.relname LIKE 'checkpoints\\_%%'"
         )
         return int(cursor.fetchone()[0])
+
+
+def wal_syncs() -> int | None:
+    """The server's count of WAL flushes to disk so far (pg_stat_wal; the whole cluster, so other
+    databases' commits count too); None off Postgres. Commits that share a flush (group commit)
+    show as more commits than flushes."""
+    if connections["default"].vendor != "postgresql":
+        return None
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")  # this backend's counts, now
+        cursor.execute("SELECT wal_sync FROM pg_stat_wal")
+        return int(cursor.fetchone()[0])

@@ -3,12 +3,15 @@
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from django.db import connection
+
 from checkpoints.backends.base import CheckpointData, NewCheckpoint
 from checkpoints.backends.orm import OrmBackend
-from checkpoints.bench.database import analyze, disk_bytes, raw_insert_rate
+from checkpoints.bench.database import analyze, disk_bytes, raw_insert_rate, wal_syncs
 from checkpoints.bench.workload import Conversation
 from checkpoints.digest import canonical_bytes
 from checkpoints.models import CheckpointSource, ThreadStatus
@@ -50,22 +53,43 @@ def put(backend: OrmBackend, head: CheckpointData, values: dict[str, Any]) -> Ch
     )
 
 
+def conversation(*, turns: int, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A thread's first state and the state after each of its steps, generated before timing."""
+    talk = Conversation(seed=seed)
+    first = talk.first()
+    return first, list(talk.steps(first, turns=turns))
+
+
 def write_thread(
-    backend: OrmBackend, *, thread_id: str, turns: int, seed: int
-) -> tuple[list[float], float, dict[str, Any]]:
-    """Write one conversation, each checkpoint committed before the next; return per-write ms,
-    the loop's wall time, and the final state. The states are generated before timing."""
-    conversation = Conversation(seed=seed)
-    first = conversation.first()
-    states = list(conversation.steps(first, turns=turns))
+    backend: OrmBackend, *, thread_id: str, first: dict[str, Any], states: list[dict[str, Any]]
+) -> list[float]:
+    """Write one conversation, each checkpoint committed before the next; return per-write ms."""
     samples = []
-    started = time.perf_counter()
     head = start(backend, thread_id, first)
     for values in states:
         began = time.perf_counter()
         head = put(backend, head, values)
         samples.append((time.perf_counter() - began) * 1000)
-    return samples, time.perf_counter() - started, states[-1]
+    return samples
+
+
+def write_threads(
+    backend: OrmBackend, *, names: list[str], turns: int, writers: int
+) -> tuple[list[float], float, dict[str, Any]]:
+    """Write every thread, `writers` at once on connections of their own; return per-write ms,
+    the wall time, and a final state."""
+    prepared = [conversation(turns=turns, seed=seed) for seed in range(len(names))]
+
+    def write(n: int) -> list[float]:
+        try:
+            return write_thread(backend, thread_id=names[n], first=prepared[n][0], states=prepared[n][1])
+        finally:
+            connection.close()  # each writer thread has its own
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(writers) as pool:
+        samples = list(pool.map(write, range(len(names))))
+    return [ms for sample in samples for ms in sample], time.perf_counter() - started, prepared[-1][1][-1]
 
 
 def write_long_thread(backend: OrmBackend, *, thread_id: str, checkpoints: int) -> list[float]:
@@ -83,16 +107,22 @@ def write_long_thread(backend: OrmBackend, *, thread_id: str, checkpoints: int) 
     return samples[-500:]
 
 
-def run(*, turns: int, threads: int, history_size: int, raw_rows: int, samples: int = 50) -> dict[str, Any]:
+def run(
+    *, turns: int, threads: int, writers: int, history_size: int, raw_rows: int, samples: int = 50
+) -> dict[str, Any]:
     backend = OrmBackend()
     raw = raw_insert_rate(rows=raw_rows)
+    threads = max(threads, writers)
     names = [f"bench-{turns}-{i}" for i in range(threads)]
-    written = [write_thread(backend, thread_id=name, turns=turns, seed=i) for i, name in enumerate(names)]
+    syncs = wal_syncs()
+    writes, wall, final = write_threads(backend, names=names, turns=turns, writers=writers)
+    flushes = None if syncs is None else (wal_syncs() or 0) - syncs
     analyze()
-    writes = [ms for sample, _, _ in written for ms in sample]
-    result = _summary(turns=turns, threads=threads, writes=writes, wall=sum(w[1] for w in written), raw=raw)
+    result = _summary(turns=turns, threads=threads, writers=writers, writes=writes, wall=wall, raw=raw)
+    # Above 1: concurrent writers' commits shared WAL flushes (Postgres' group commit).
+    result["checkpoints_per_wal_flush"] = round(result["checkpoints"] / flushes, 2) if flushes else None
     result.update(_reads(backend, names, samples=samples))
-    result.update(_storage(backend, names, final=len(canonical_bytes(written[-1][2]))))
+    result.update(_storage(backend, names, final=len(canonical_bytes(final))))
     if history_size:
         result.update(_history(backend, size=history_size, samples=samples))
     return result
@@ -123,11 +153,14 @@ def _storage(backend: OrmBackend, names: list[str], *, final: int) -> dict[str, 
     }
 
 
-def _summary(*, turns: int, threads: int, writes: list[float], wall: float, raw: float) -> dict[str, Any]:
+def _summary(
+    *, turns: int, threads: int, writers: int, writes: list[float], wall: float, raw: float
+) -> dict[str, Any]:
     rate = (len(writes) + threads) / wall
     return {
         "turns": turns,
         "threads": threads,
+        "writers": writers,
         "checkpoints": len(writes) + threads,
         "checkpoints_per_s": round(rate),
         "write_ms_p50": round(statistics.median(writes), 3),

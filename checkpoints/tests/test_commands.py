@@ -8,6 +8,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from checkpoints.backends import get_backend
 from checkpoints.models import StoredValue
@@ -34,16 +35,19 @@ def test_rotate_checkpoint_key_without_a_key_says_so() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_bench_checkpoints_reports_every_figure_as_json(django_db_blocker: Any) -> None:
+@pytest.mark.parametrize("writers", [1, 3])
+def test_bench_checkpoints_reports_every_figure_as_json(django_db_blocker: Any, writers: int) -> None:
     out = StringIO()
 
     call_command(
         "bench_checkpoints", "--turns", "3", "--threads", "1", "--history-size", "60", "--raw-rows", "10",
-        "--database", "test_gatehouse_bench_cmd", "--json", stdout=out,
+        "--writers", str(writers), "--database", "test_gatehouse_bench_cmd", "--json", stdout=out,
     )  # fmt: skip
 
     result = json.loads(out.getvalue())
-    assert result["checkpoints"] == 1 + 3 + 2  # the input, three model steps, two tool steps
+    # Each thread: the input, three model steps, two tool steps; at least one thread per writer.
+    assert (result["threads"], result["writers"]) == (writers, writers)
+    assert result["checkpoints"] == writers * (1 + 3 + 2)
     for key in (
         "checkpoints_per_s",
         "write_ms_p50",
@@ -52,4 +56,6 @@ def test_bench_checkpoints_reports_every_figure_as_json(django_db_blocker: Any) 
         "history_page_ms_p50",
     ):
         assert result[key] > 0
+    if connection.vendor == "postgresql":  # pg_stat_wal's flush count: commits share flushes
+        assert result["checkpoints_per_wal_flush"] > 0
     assert result["storage_ratio"] > 0 and result["raw_insert_per_s"] > 0

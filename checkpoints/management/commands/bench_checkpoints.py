@@ -11,14 +11,21 @@ from checkpoints.bench.run import run
 
 class Command(BaseCommand):
     help = (
-        "Write N threads of T turns through the ORM backend, each checkpoint committed before the "
-        "next, and report write rate and latency, head loads, history pages and storage, beside the "
-        "same machine's raw single-row INSERT+COMMIT rate. Uses (and drops) its own database."
+        "Write N threads of T turns through the ORM backend (W at once), each checkpoint committed "
+        "before the next, and report write rate and latency, head loads, history pages and "
+        "storage, beside the same machine's raw single-row INSERT+COMMIT rate. Uses (and drops) "
+        "its own database."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--turns", type=int, default=200)
         parser.add_argument("--threads", type=int, default=5)
+        parser.add_argument(
+            "--writers",
+            type=int,
+            default=1,
+            help="threads written at once, each on a connection of its own (commits share WAL flushes)",
+        )
         parser.add_argument("--history-size", type=int, default=10_000, help="0 skips the long thread")
         parser.add_argument("--raw-rows", type=int, default=2_000)
         parser.add_argument("--database", default="gatehouse_bench", help="Postgres database to create")
@@ -30,6 +37,7 @@ class Command(BaseCommand):
             result = run(
                 turns=options["turns"],
                 threads=options["threads"],
+                writers=options["writers"],
                 history_size=options["history_size"],
                 raw_rows=options["raw_rows"],
             )
