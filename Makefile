@@ -60,6 +60,7 @@ bench: venv
 	$(MANAGE) migrate --noinput -v0
 	$(MANAGE) bench_checkpoints --turns 50 --json
 	$(MANAGE) bench_checkpoints --turns 200 --json
+	$(MANAGE) bench_checkpoints --turns 200 --threads 16 --writers 4 --history-size 0 --json
 	$(MANAGE) bench_threads --threads 100000 --json
 	$(MANAGE) bench_policies --policies 100 --json
 	$(MANAGE) bench_langgraph --json
