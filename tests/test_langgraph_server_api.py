@@ -118,3 +118,40 @@ def test_odd_searches_and_runs_are_clear_4xx_not_500s(client: Any) -> None:
     with pytest.raises(NotFoundError):
         client.runs.create("fresh-2", AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
     assert client.threads.search(status="no-such-status") == []
+
+
+def test_a_run_streams_its_values_until_the_interrupt_and_a_streamed_resume_to_the_end(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "Please refund order ORD-1001"}]}
+
+    parts = list(client.runs.stream(thread_id, AGENT, input=ask, stream_mode="values"))
+
+    assert parts[0].event == "metadata" and parts[0].data["run_id"]
+    values = [part.data for part in parts[1:]]
+    assert values and {part.event for part in parts[1:]} == {"values"}
+    assert values[-1]["messages"][-1]["tool_calls"][0]["name"] == "issue_refund"
+    assert client.threads.get(thread_id)["status"] == "interrupted"
+
+    resume = {"resume": {"decisions": [{"type": "approve"}]}}
+    parts = list(client.runs.stream(thread_id, AGENT, command=resume, stream_mode="values"))
+
+    assert "Refund of $42.50 issued" in parts[-1].data["messages"][-1]["content"]
+    assert Refund.objects.count() == 1
+    with pytest.raises(UnprocessableEntityError):
+        list(client.runs.stream(thread_id, AGENT, input=ask, stream_mode="messages"))
+
+
+def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:
+    thread_id = ask_refund(client)
+    state = client.threads.get_state(thread_id)
+
+    [newest] = client.threads.get_history(thread_id, limit=1)
+    older = client.threads.get_history(thread_id, limit=10, before=newest["checkpoint"])
+
+    assert newest["checkpoint"] == state["checkpoint"] and newest["tasks"] == state["tasks"]
+    # One checkpoint per run segment: the input, then the segment that stopped at the interrupt.
+    [first] = older
+    assert first["metadata"]["step"] < newest["metadata"]["step"] and not first["tasks"]
+    assert first["values"]["messages"][0]["content"] == "Please refund order ORD-1001"
+    with pytest.raises(NotFoundError):
+        client.threads.get_history(thread_id, before="no-such-checkpoint")

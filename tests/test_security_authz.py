@@ -190,6 +190,19 @@ LANGGRAPH = [
     ),
     Row("get", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/runs/{run}/join", (NOAUTH, 404, 404, 404, 404)),
+    Row("post", "/langgraph/threads/{A}/history", (NOAUTH, 404, 404, 404, 404), {}),
+    Row(
+        "post",
+        "/langgraph/threads/{fresh}/runs/stream",
+        (NOAUTH, 403, 403, 200, 200),
+        {"assistant_id": "refunds_langgraph", "input": ASK},
+    ),
+    Row(
+        "post",
+        "/langgraph/threads/{A}/runs/stream",
+        (NOAUTH, 404, 404, 404, 404),
+        {"assistant_id": "refunds_langgraph", "command": {"resume": {"decisions": [{"type": "approve"}]}}},
+    ),
 ]
 
 

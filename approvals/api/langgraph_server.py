@@ -3,18 +3,24 @@
 Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, graph_id = its name).
 
 Assistants: search, get. Threads: create (an id; the thread starts with its first run), get,
-search, get_state. Runs: create, wait, join (`input` starts or continues a thread, `command=
-{"resume": ...}` decides its pending requests as the token's user). Not served: streaming,
-crons, the store, update_state (an operator edits LangGraph threads nowhere yet).
+search, get_state, history. Runs: create, wait, join, stream in `values` mode (`input` starts or
+continues a thread, `command={"resume": ...}` decides its pending requests as the token's user).
+Not served: other stream modes, crons, the store, update_state (operators edit a thread's state
+in the console).
 """
 
+import asyncio
+import json
 import re
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
@@ -28,6 +34,8 @@ from approvals.actions.errors import Conflict
 from approvals.actions.langgraph_runs import do_run, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.http import AuthedRequest
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import CheckpointData, CheckpointNotFound
 from checkpoints.models import Thread, ThreadStatus
 
 SETTLED = {ThreadStatus.WAITING, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED}
@@ -86,6 +94,11 @@ def unknown_thread(request: HttpRequest, exc: Exception) -> HttpResponse:
     return _error(request, 404, "Thread not found.")
 
 
+@api.exception_handler(CheckpointNotFound)
+def unknown_checkpoint(request: HttpRequest, exc: CheckpointNotFound) -> HttpResponse:
+    return _error(request, 404, "Checkpoint not found.")
+
+
 @api.exception_handler(Conflict)
 def conflict(request: HttpRequest, exc: Conflict) -> HttpResponse:
     return _error(request, 409, str(exc))
@@ -121,6 +134,15 @@ class RunIn(Schema):
     command: dict[str, Any] | None = None
 
 
+class StreamRunIn(RunIn):
+    stream_mode: str | list[str] = "values"
+
+
+class HistoryIn(Schema):
+    limit: int = 10
+    before: str | dict[str, Any] | None = None
+
+
 def _assistant(agent: LangGraphAgent) -> dict[str, Any]:
     return {
         "assistant_id": agent.name,
@@ -147,23 +169,28 @@ def _visible(request: AuthedRequest, thread_id: str) -> Thread:
 
 def _state(thread: Thread) -> dict[str, Any]:
     """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
-    head = load_checkpoint(thread_id=thread.pk, agent=thread.agent)
-    agent = langgraph_agent(thread.agent)
-    interrupts = head.values.get("interrupts") or []
-    config = agent.checkpoint_config(head.values, thread_id=thread.pk)
-    values: dict[str, Any] = {"messages": head.values.get("messages", [])}
+    return _state_at(load_checkpoint(thread_id=thread.pk, agent=thread.agent), agent=thread.agent)
+
+
+def _state_at(checkpoint: CheckpointData, *, agent: str) -> dict[str, Any]:
+    """A checkpoint of a LangGraph agent's thread as LangGraph's server shows a state."""
+    graph = langgraph_agent(agent)
+    interrupts = checkpoint.values.get("interrupts") or []
+    config = graph.checkpoint_config(checkpoint.values, thread_id=checkpoint.thread_id)
+    values: dict[str, Any] = {"messages": checkpoint.values.get("messages", [])}
     if config["configurable"]["checkpoint_id"]:
-        snapshot = agent.compiled.get_state(config)  # type: ignore[arg-type]
+        snapshot = graph.compiled.get_state(config)  # type: ignore[arg-type]
         values = {k: _jsonable(v) for k, v in (snapshot.values or {}).items()}
     tasks = [{"id": i["id"], "name": "interrupt", "interrupts": [i], "error": None} for i in interrupts]
     return {
         "values": values,
-        "next": head.next,
+        "next": checkpoint.next,
         "tasks": tasks,
         "interrupts": list(interrupts),
-        "checkpoint": config["configurable"],
-        "metadata": {"gatehouse_checkpoint": head.id, "step": head.step},
-        "created_at": head.created_at.isoformat() if head.created_at else None,
+        # Gatehouse's id beside LangGraph's, so a state's checkpoint pages history (`before`).
+        "checkpoint": {**config["configurable"], "gatehouse_checkpoint": checkpoint.id},
+        "metadata": {"gatehouse_checkpoint": checkpoint.id, "step": checkpoint.step},
+        "created_at": checkpoint.created_at.isoformat() if checkpoint.created_at else None,
         "parent_checkpoint": None,
     }
 
@@ -274,6 +301,26 @@ def get_state(request: AuthedRequest, thread_id: str) -> Any:
     return _state(_visible(request, thread_id))
 
 
+@api.post("/threads/{thread_id}/history")
+def get_history(request: AuthedRequest, thread_id: str, body: HistoryIn) -> Any:
+    """The thread's checkpoints, newest first (Gatehouse's, each as a LangGraph state)."""
+    thread = _visible(request, thread_id)
+    before = body.before
+    if isinstance(before, dict):
+        before = before.get("gatehouse_checkpoint")
+        if not before:
+            raise InvalidInput({"before": "pass a state's checkpoint as this server returned it"})
+    limit = max(1, min(body.limit, 100))
+    backend = get_backend()
+    summaries = backend.history(thread_id=thread_id, limit=limit, before=before)
+    return [
+        _state_at(
+            load_checkpoint(thread_id=thread_id, checkpoint_id=s.id, agent=thread.agent), agent=thread.agent
+        )
+        for s in summaries
+    ]
+
+
 @api.post("/threads/{thread_id}/runs")
 def create_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
     _start(request, thread_id, body)
@@ -284,6 +331,49 @@ def create_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
 def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
     _start(request, thread_id, body)
     return _state(_settled(thread_id))["values"]
+
+
+@api.post("/threads/{thread_id}/runs/stream")
+def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> StreamingHttpResponse:
+    """Server-sent events: the run's metadata, then the thread's values after each step, until it
+    stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most)."""
+    modes = [body.stream_mode] if isinstance(body.stream_mode, str) else body.stream_mode
+    if set(modes) - {"values"}:
+        raise InvalidInput({"stream_mode": "only stream_mode='values' is served"})
+    _start(request, thread_id, body)
+    run = _run(thread_id, body.assistant_id, "pending")
+    response = StreamingHttpResponse(
+        _values_events(thread_id, run["run_id"]), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def _values_events(thread_id: str, run_id: str) -> AsyncIterator[bytes]:
+    """An async iterator, so daphne sends each event as it comes (a sync one is read whole first)."""
+    yield _sse("metadata", {"run_id": run_id, "attempt": 1})
+    deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
+    sent = None
+    while True:
+        head, status, values = await sync_to_async(_snapshot)(thread_id)
+        if head != sent:
+            yield _sse("values", values)
+            sent = head
+        if status in SETTLED or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.2)
+
+
+def _snapshot(thread_id: str) -> tuple[Any, str, dict[str, Any]]:
+    try:
+        thread = Thread.objects.get(pk=thread_id)
+        return thread.head_id, thread.status, _state(thread)["values"]
+    finally:
+        connection.close()  # not held between polls (the web process's pool is small)
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}/join")
