@@ -59,3 +59,18 @@ def test_bench_checkpoints_reports_every_figure_as_json(django_db_blocker: Any, 
     if connection.vendor == "postgresql":  # pg_stat_wal's flush count: commits share flushes
         assert result["checkpoints_per_wal_flush"] > 0
     assert result["storage_ratio"] > 0 and result["raw_insert_per_s"] > 0
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_bench_langgraph_reports_medians_of_both_savers_beside_the_targets() -> None:
+    out = StringIO()
+
+    call_command("bench_langgraph", "--turns", "3", "--runs", "2", "--json", stdout=out)
+
+    result = json.loads(out.getvalue())["T=3"]
+    assert result["runs"] == 2
+    for saver in ("gatehouse", "postgres_saver"):
+        assert result[saver]["checkpoints_per_s"] > 0 and result[saver]["storage_bytes"] > 0
+    assert (result["checkpoints_per_s_x_target"], result["storage_less_x_target"]) == (2, 10)
+    assert result["storage_less_x"] > 0

@@ -37,9 +37,10 @@ def stored_bytes(tables: list[str], thread_id: str) -> int:
         return total
 
 
-def run(saver: Any, *, name: str, turns: int) -> dict[str, Any]:
+def run(saver: Any, *, name: str, turns: int, attempt: int) -> dict[str, Any]:
     graph = conversation_graph(saver)
-    config = {"configurable": {"thread_id": f"{name}-{turns}"}}
+    thread_id = f"{name}-{turns}-{attempt}"
+    config = {"configurable": {"thread_id": thread_id}}
     step_ms = []
     start = time.perf_counter()
     for _ in range(turns):
@@ -54,7 +55,7 @@ def run(saver: Any, *, name: str, turns: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         graph.get_state(config)
         loads.append((time.perf_counter() - t0) * 1000)
-    storage = stored_bytes(TABLES[name], f"{name}-{turns}")
+    storage = stored_bytes(TABLES[name], thread_id)
     return {
         "checkpoints_per_s": round(4 * turns / elapsed, 1),
         "ms_per_step_first_10": round(statistics.median(step_ms[:10]), 3),
@@ -66,11 +67,26 @@ def run(saver: Any, *, name: str, turns: int) -> dict[str, Any]:
     }
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
+
+
+def compared(gatehouse: dict[str, Any], postgres: dict[str, Any]) -> dict[str, Any]:
+    """GatehouseSaver against PostgresSaver, beside the targets (twice the rate, a tenth the storage)."""
+    return {
+        "checkpoints_per_s_x": round(gatehouse["checkpoints_per_s"] / postgres["checkpoints_per_s"], 2),
+        "checkpoints_per_s_x_target": 2,
+        "storage_less_x": round(postgres["storage_bytes"] / gatehouse["storage_bytes"], 2),
+        "storage_less_x_target": 10,
+    }
+
+
 class Command(BaseCommand):
     help = "Benchmark GatehouseSaver against LangGraph's PostgresSaver on the same graph and database."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--turns", type=int, nargs="+", default=[50, 200])
+        parser.add_argument("--runs", type=int, default=3, help="each figure is the median of this many")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -86,9 +102,20 @@ class Command(BaseCommand):
                 postgres.setup()
                 gatehouse = GatehouseSaver()
                 for turns in options["turns"]:
+                    # Alternating savers, so a busy moment on a shared machine hits both alike.
+                    runs: dict[str, list[dict[str, Any]]] = {"gatehouse": [], "postgres_saver": []}
+                    for attempt in range(options["runs"]):
+                        runs["gatehouse"].append(
+                            run(gatehouse, name="gatehouse", turns=turns, attempt=attempt)
+                        )
+                        runs["postgres_saver"].append(
+                            run(postgres, name="postgres_saver", turns=turns, attempt=attempt)
+                        )
+                    figures = {name: medians(each) for name, each in runs.items()}
                     results[f"T={turns}"] = {
-                        "gatehouse": run(gatehouse, name="gatehouse", turns=turns),
-                        "postgres_saver": run(postgres, name="postgres_saver", turns=turns),
+                        **figures,
+                        "runs": options["runs"],
+                        **compared(figures["gatehouse"], figures["postgres_saver"]),
                     }
                 gatehouse.close()
         self.stdout.write(json.dumps(results, indent=None if options["json"] else 2))
