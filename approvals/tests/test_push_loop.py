@@ -7,27 +7,27 @@ channel layer opens a connection per loop: a connect per step. The real Redis la
 import asyncio
 import threading
 
-import redis
+import pytest
 from channels.layers import get_channel_layer
-from django.conf import settings
+from redis.asyncio.connection import Connection
 
 from approvals import events
 
 
-def connections_received() -> int:
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    try:
-        return int(client.info("stats")["total_connections_received"])  # type: ignore[index]
-    finally:
-        client.close()
+def test_sixty_pushes_from_worker_threads_open_a_few_redis_connections_not_sixty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[object] = []
+    connect = Connection._connect
 
+    async def counted(self: Connection) -> None:  # this process's new sockets, not the server's
+        opened.append(self)
+        await connect(self)
 
-def test_thirty_pushes_from_worker_threads_open_at_most_a_few_redis_connections() -> None:
-    events.on_thread_changed(None, thread_id="warm-up")  # the pool's first connection
-    before = connections_received()
+    monkeypatch.setattr(Connection, "_connect", counted)
 
     def push(n: int) -> None:
-        for m in range(10):
+        for m in range(20):
             events.on_thread_changed(None, thread_id=f"t-{n}-{m}")
 
     workers = [threading.Thread(target=push, args=(n,)) for n in range(3)]
@@ -36,7 +36,7 @@ def test_thirty_pushes_from_worker_threads_open_at_most_a_few_redis_connections(
     for worker in workers:
         worker.join()
 
-    assert connections_received() - before <= 3  # was one per push: 30
+    assert len(opened) <= 10  # a few at once, then reused; was one per push: 60
 
 
 def test_a_push_from_a_worker_thread_reaches_a_member_of_the_group() -> None:
