@@ -69,15 +69,16 @@ class InboxConsumer(RejoiningConsumer):
             await self.close(code=FORBIDDEN)
             return
         self.query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
-        self.view = await database_sync_to_async(self._view)()
+        # The rights just read for the role check serve the first view too.
+        self.view = await database_sync_to_async(lambda: self._view(fresh=False))()
         await self.join(events.INBOX_GROUP)
         await self.accept()
         # Catch up from the database: after a reconnect nothing pending is missing from view.
         await self.send(text_data=await database_sync_to_async(self._render)())
 
-    def _viewer(self) -> inbox_push.Viewer:
+    def _viewer(self, *, fresh: bool = True) -> inbox_push.Viewer:
         user = self.scope["user"]
-        access = Access.of(user, fresh=True)  # each rejoin re-reads the user's rights
+        access = Access.of(user, fresh=fresh)  # each rejoin re-reads the user's rights
         visible = set(access.visible_queues(selectors.known_queues()))
         return inbox_push.Viewer(
             user,
@@ -87,8 +88,8 @@ class InboxConsumer(RejoiningConsumer):
             can_read_ledger=access.can_read_ledger,
         )
 
-    def _view(self) -> inbox_push.InboxView:
-        viewer = self._viewer()
+    def _view(self, *, fresh: bool = True) -> inbox_push.InboxView:
+        viewer = self._viewer(fresh=fresh)
         form = InboxFilterForm(self.query, queues=sorted(viewer.visible))
         filters = form.filters() if form.is_valid() else InboxFilter()
         return inbox_push.InboxView(viewer=viewer, filters=filters, query=self.query)
