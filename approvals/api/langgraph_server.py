@@ -357,21 +357,23 @@ async def _values_events(thread_id: str, run_id: str) -> AsyncIterator[bytes]:
     """An async iterator, so daphne sends each event as it comes (a sync one is read whole first)."""
     yield _sse("metadata", {"run_id": run_id, "attempt": 1})
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
-    sent = None
+    shown = None
     while True:
-        head, status, values = await sync_to_async(_snapshot)(thread_id)
-        if head != sent:
+        head, status, values = await sync_to_async(_snapshot)(thread_id, shown=shown)
+        if values is not None:
             yield _sse("values", values)
-            sent = head
+            shown = head
         if status in SETTLED or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
 
 
-def _snapshot(thread_id: str) -> tuple[Any, str, dict[str, Any]]:
+def _snapshot(thread_id: str, *, shown: Any) -> tuple[Any, str, dict[str, Any] | None]:
+    """The thread's head and status, and its values unless that head was the last one shown."""
     try:
         thread = Thread.objects.get(pk=thread_id)
-        return thread.head_id, thread.status, _state(thread)["values"]
+        values = None if thread.head_id == shown else _state(thread)["values"]
+        return thread.head_id, thread.status, values
     finally:
         connection.close()  # not held between polls (the web process's pool is small)
 

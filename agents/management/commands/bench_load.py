@@ -30,6 +30,7 @@ from django.db.models import Count
 from django.utils.timezone import now
 
 from agents.examples.models import Refund
+from agents.management.commands.serve import child_env
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest
 from checkpoints.models import Checkpoint, CheckpointSource, Thread
@@ -161,8 +162,6 @@ def run(
     env = {**live_env(port, f"gatehouse-bench-{uuid.uuid4().hex[:8]}"), "REDIS_URL": redis_url}
     # Django's advice for ASGI: no persistent connections in the web process (each request runs
     # in a thread of its own); `serve` gives it a pool instead, as here.
-    from agents.management.commands.serve import child_env
-
     web_env = {**env, "DB_CONN_MAX_AGE": "0", **child_env("web")}
     services = LiveServices(url=f"http://127.0.0.1:{port}", env=web_env)
     try:
@@ -189,8 +188,6 @@ def run(
 
 def start_workers(services: Any, *, workers: int, pool: str) -> list[Any]:
     """The step workers and the resume worker, configured as `serve` starts them."""
-    from agents.management.commands.serve import child_env
-
     env = {"DB_CONN_MAX_AGE": "60", **(child_env("worker") if pool == "threads" else {})}
     concurrency = settings.STEP_CONCURRENCY if pool == "threads" else 1
     procs = [
@@ -289,9 +286,10 @@ def measure(api: httpx.Client, *, threads: int, workers: int, probes: int, timeo
     idle = one_at_a_time(api, probe_gates[:probes], timeout=timeout)
 
     started = time.monotonic()
-    starting = ThreadPoolExecutor(1).submit(parallel, lambda n: start(api, n), range(threads))
-    under_load = one_at_a_time(api, probe_gates[probes:], timeout=timeout, until=starting.done)
-    ids = starting.result()
+    with ThreadPoolExecutor(1) as background:
+        starting = background.submit(parallel, lambda n: start(api, n), range(threads))
+        under_load = one_at_a_time(api, probe_gates[probes:], timeout=timeout, until=starting.done)
+        ids = starting.result()
     started_s = time.monotonic() - started
     waiting = wait_until(lambda: status_count(ids, "waiting") == threads, timeout=timeout)
     gated_s = time.monotonic() - started
