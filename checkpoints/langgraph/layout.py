@@ -136,8 +136,7 @@ def read_write(
     return data, items
 
 
-def value_row(serde: SerializerProtocol, sealer: Sealer, value: Any) -> tuple[bytes, BlobRow]:
-    plain = encode(serde, value)
+def value_row(sealer: Sealer, plain: bytes) -> tuple[bytes, BlobRow]:
     digest = sha256(plain)
     return digest, BlobRow(digest[:KEY_BYTES], None, sealer.seal_bytes(plain))
 
@@ -161,10 +160,12 @@ def read_values(
     *,
     serde: SerializerProtocol,
     sealer: Sealer,
-) -> tuple[dict[str, Any], dict[str, Chain]]:
-    """Decode every channel, checking each value and each list's chain; raise Tampered on a mismatch."""
+) -> tuple[dict[str, Any], dict[str, Chain], dict[str, bytes]]:
+    """Decode every channel, checking each value and each list's chain; raise Tampered on a mismatch.
+    Returns the values, the lists' chains and the other values' serialized bytes."""
     values: dict[str, Any] = {}
     chains: dict[str, Chain] = {}
+    plains: dict[str, bytes] = {}
     try:
         for name, ref in refs.items():
             digest = decode_digest(ref[1])
@@ -172,7 +173,7 @@ def read_values(
                 plain = sealer.open_bytes(rows[digest[:KEY_BYTES]][1])
                 if sha256(plain) != digest:
                     raise Tampered(f"channel {name!r} does not match its digest")
-                values[name] = decode(serde, plain)
+                values[name], plains[name] = decode(serde, plain), plain
                 continue
             chain = _read_chain(rows, tail=digest, length=int(ref[2]), serde=serde, sealer=sealer)
             values[name], chains[name] = list(chain.items), chain
@@ -182,7 +183,7 @@ def read_values(
         if isinstance(exc, Tampered):
             raise
         raise Tampered(str(exc)) from exc
-    return values, chains
+    return values, chains, plains
 
 
 def _read_chain(

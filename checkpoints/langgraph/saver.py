@@ -5,7 +5,8 @@
 
 Values are serialized with the saver's serde (LangGraph's JsonPlusSerializer by default), list
 channels item by item, and stored once (checkpoints.langgraph.layout); every load checks the
-digests; CHECKPOINT_ENCRYPTION_KEY encrypts every value, write and header.
+checkpoint's digest, and every value it reads from the database; CHECKPOINT_ENCRYPTION_KEY
+encrypts every value, write and header.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
@@ -47,25 +49,51 @@ Key = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id)."""
 
 
-class _Parents:
-    """The refs and list chains of checkpoints this process wrote or read lately, so a put
-    compares its lists with its parent's without a query."""
+@dataclass(frozen=True)
+class Known:
+    """What this process holds of a checkpoint it wrote or read: its refs, its lists' chains (the
+    items as objects) and its other values' serialized bytes."""
+
+    refs: dict[str, Any]
+    chains: dict[str, Chain]
+    plains: dict[str, bytes]
+
+    def values(self, serde: SerializerProtocol, refs: dict[str, Any]) -> dict[str, Any] | None:
+        """The checkpoint's values without reading a row, or None if these are not its refs. List
+        items are shared objects (as put's identity check already assumes, LangGraph's reducers
+        build new lists and never mutate a message); every other value is decoded afresh."""
+        if refs != self.refs or any(
+            ref[0] == layout.VALUE and n not in self.plains for n, ref in refs.items()
+        ):
+            return None
+        return {
+            name: list(self.chains[name].items)
+            if ref[0] == layout.LIST
+            else layout.decode(serde, self.plains[name])
+            for name, ref in refs.items()
+        }
+
+
+class _Recent:
+    """The checkpoints this process wrote or read lately, so a put compares its lists with its
+    parent's without a query and a load decodes only what it does not already hold: the cost of a
+    step stays flat however long the conversation grows."""
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
-        self._entries: OrderedDict[Key, tuple[dict[str, Any], dict[str, Chain]]] = OrderedDict()
+        self._entries: OrderedDict[Key, Known] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Key) -> tuple[dict[str, Any], dict[str, Chain]] | None:
+    def get(self, key: Key) -> Known | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
             return entry
 
-    def put(self, key: Key, refs: dict[str, Any], chains: dict[str, Chain]) -> None:
+    def put(self, key: Key, known: Known) -> None:
         with self._lock:
-            self._entries[key] = (refs, chains)
+            self._entries[key] = known
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -115,7 +143,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         self.using = using
         self.agent = agent
         """Whose retention policy (settings.CHECKPOINT_RETENTION_SOURCE) prunes these checkpoints."""
-        self._parents = _Parents()
+        self._recent = _Recent()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gatehouse-saver")
         self._thread_ident = self._executor.submit(threading.get_ident).result()
 
@@ -140,29 +168,32 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         conf = config["configurable"]
         thread_id, ns, parent_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf.get("checkpoint_id")
         sealer = current_sealer()
-        parent = self._parent(thread_id, ns, parent_id) if parent_id else None
-        parent_refs, parent_chains = parent or ({}, {})
+        parent = (self._parent(thread_id, ns, parent_id) if parent_id else None) or Known({}, {}, {})
         values = checkpoint["channel_values"]
         refs: dict[str, Any] = {}
         chains: dict[str, Chain] = {}
+        plains: dict[str, bytes] = {}
         rows: list[layout.BlobRow] = []
         for name in checkpoint["channel_versions"]:
-            if name not in new_versions and name in parent_refs:
-                refs[name] = parent_refs[name]
-                if name in parent_chains:
-                    chains[name] = parent_chains[name]
+            if name not in new_versions and name in parent.refs:
+                refs[name] = parent.refs[name]
+                if name in parent.chains:
+                    chains[name] = parent.chains[name]
+                if name in parent.plains:
+                    plains[name] = parent.plains[name]
                 continue
             if name not in values:
                 continue  # an empty channel
             value = values[name]
             if isinstance(value, list):
-                chains[name], added = layout.grow(self.serde, sealer, parent_chains.get(name), value)
+                chains[name], added = layout.grow(self.serde, sealer, parent.chains.get(name), value)
                 refs[name] = layout.list_ref(chains[name])
                 rows += added
                 continue
-            digest, row = layout.value_row(self.serde, sealer, value)
+            plains[name] = layout.encode(self.serde, value)
+            digest, row = layout.value_row(sealer, plains[name])
             refs[name] = layout.value_ref(digest)
-            if parent_refs.get(name) != refs[name]:
+            if parent.refs.get(name) != refs[name]:
                 rows.append(row)
         header = layout.encode(self.serde, {k: v for k, v in checkpoint.items() if k != "channel_values"})
         meta = get_serializable_checkpoint_metadata(config, metadata)
@@ -190,15 +221,13 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
                 "digest": digest,
             },
         )
-        self._parents.put((thread_id, ns, checkpoint["id"]), refs, chains)
+        self._recent.put((thread_id, ns, checkpoint["id"]), Known(refs, chains, plains))
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         }
 
-    def _parent(
-        self, thread_id: str, ns: str, checkpoint_id: str
-    ) -> tuple[dict[str, Any], dict[str, Chain]] | None:
-        cached = self._parents.get((thread_id, ns, checkpoint_id))
+    def _parent(self, thread_id: str, ns: str, checkpoint_id: str) -> Known | None:
+        cached = self._recent.get((thread_id, ns, checkpoint_id))
         if cached is not None:
             return cached
         row = (
@@ -209,7 +238,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         if row is None:
             return None
         self._load(row)  # fills the cache
-        return self._parents.get((thread_id, ns, checkpoint_id))
+        return self._recent.get((thread_id, ns, checkpoint_id))
 
     @on_own_thread
     def put_writes(
@@ -312,16 +341,23 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             )
             if expected != bytes(row.digest):
                 raise Tampered("the checkpoint does not match its digest")
-            limit = 1 + sum(int(ref[2]) for ref in refs.values() if ref[0] == layout.LIST)
             stored_writes = sql.read_writes(self.using, thread_id, ns, checkpoint_id)
             items = [k for w in stored_writes for k in layout.write_keys(w[4])]
-            blobs = sql.read_blobs(self.using, thread_id, [*layout.starts(refs), *items], limit=limit)
-            values, chains = layout.read_values(refs, blobs, serde=self.serde, sealer=sealer)
+            # The refs are covered by the verified digest: values held for the same refs are these.
+            known = self._recent.get((thread_id, ns, checkpoint_id))
+            values = known.values(self.serde, refs) if known is not None else None
+            if values is None or known is None:
+                limit = 1 + sum(int(ref[2]) for ref in refs.values() if ref[0] == layout.LIST)
+                blobs = sql.read_blobs(self.using, thread_id, [*layout.starts(refs), *items], limit=limit)
+                values, chains, plains = layout.read_values(refs, blobs, serde=self.serde, sealer=sealer)
+                known = Known(refs, chains, plains)
+            else:
+                blobs = sql.read_blobs(self.using, thread_id, items, limit=1) if items else {}
             writes = self._writes(stored_writes, blobs)
             checkpoint = {**layout.decode(self.serde, header), "channel_values": values}
         except Tampered as exc:
             raise CorruptCheckpoint(thread_id, checkpoint_id) from exc
-        self._parents.put((thread_id, ns, checkpoint_id), refs, chains)
+        self._recent.put((thread_id, ns, checkpoint_id), known)
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": checkpoint_id}},
@@ -360,7 +396,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             for model in (LangGraphWrite, LangGraphCheckpoint):
                 model.objects.using(self.using).filter(thread_id=thread_id).delete()
             sql.delete_blobs(self.using, thread_id, sql.blob_links(self.using, thread_id))
-        self._parents.forget([thread_id])
+        self._recent.forget([thread_id])
 
     @on_own_thread
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -404,7 +440,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
                 ).delete()
         for thread_id in {k[0] for k in keys}:
             collect_garbage(self.using, thread_id)
-        self._parents.forget(list({k[0] for k in keys}))
+        self._recent.forget(list({k[0] for k in keys}))
 
     # -- async twins: the same calls, on the saver's thread -----------------------------
 

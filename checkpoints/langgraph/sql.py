@@ -38,7 +38,10 @@ def insert_blobs(using: str, thread_id: str, rows: Sequence[BlobRow]) -> None:
 def put_checkpoint(using: str, thread_id: str, blobs: Sequence[BlobRow], row: dict[str, Any]) -> None:
     """Store a checkpoint and its new values atomically: one statement on Postgres (a data-modifying
     CTE, so no BEGIN/COMMIT round trips), a transaction of two elsewhere."""
-    if connections[using].vendor != "postgresql" or not blobs:
+    if not blobs:
+        upsert_checkpoint(using, row)
+        return
+    if connections[using].vendor != "postgresql":
         with transaction.atomic(using=using):
             insert_blobs(using, thread_id, blobs)
             upsert_checkpoint(using, row)
@@ -84,7 +87,10 @@ def put_writes(
     using: str, thread_id: str, blobs: Sequence[BlobRow], rows: Sequence[tuple[Any, ...]], *, replace: bool
 ) -> None:
     """Store writes and the content rows they name atomically (one statement on Postgres)."""
-    if connections[using].vendor != "postgresql" or not blobs:
+    if not blobs:
+        insert_writes(using, rows, replace=replace)
+        return
+    if connections[using].vendor != "postgresql":
         with transaction.atomic(using=using):
             insert_blobs(using, thread_id, blobs)
             insert_writes(using, rows, replace=replace)

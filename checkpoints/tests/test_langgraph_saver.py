@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from django.db import connection
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from checkpoints.backends.base import CorruptCheckpoint
@@ -118,6 +119,39 @@ def test_a_fresh_saver_continues_a_conversation_from_the_database(
     config = run_turns(saver, thread_id="t-resume", turns=2)
     assert len(messages_of(saver, config)) == 10
     assert LangGraphBlob.objects.filter(thread_id="t-resume", prev__isnull=False).count() == 9
+
+
+def statements_of(saver: GatehouseSaver, call: Callable[[], Any]) -> list[str]:
+    """The SQL the saver runs (on its own thread) during call()."""
+    seen: list[str] = []
+
+    def record(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, *args)
+
+    def wrapped() -> Any:
+        with connection.execute_wrapper(record):
+            return call()
+
+    saver._executor.submit(wrapped).result()
+    return seen
+
+
+def test_a_step_decodes_only_what_it_added_however_long_the_conversation(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-flat", turns=40)
+    # The head this saver wrote is loaded from what it holds: the checkpoint row and its
+    # pending writes are read (another process may have written them), no value row is.
+    loads = statements_of(saver, lambda: saver.get_tuple(config))
+    assert len(loads) == 2 and not any("langgraphblob" in sql for sql in loads)
+    held = messages_of(saver, config)
+    fresh = messages_of(savers(), config)  # an empty cache: every row read and verified
+    assert held == fresh and len(held) == 80
+    # The list is the loader's own: changing it changes no later load.
+    held.pop()
+    assert len(messages_of(saver, config)) == 80
 
 
 def test_a_tampered_message_is_refused_on_load(savers: Callable[..., GatehouseSaver]) -> None:
