@@ -119,10 +119,20 @@ class Agent:
     """What a fork of this agent's thread runs again, where it differs from native agents (shown
     on the fork form)."""
 
+    edit_note = ""
+    """What an operator may edit in this agent's state and what follows, where it differs from
+    native agents (shown on the edit form)."""
+
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
         """Why a person's change of the state from `before` (as stored) to `after` (validated)
         cannot be applied ({} if it can): an adapter whose framework keeps the state may refuse."""
         return {}
+
+    def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """The state to store for a person's edit from `before` (as stored) to `after` (validated,
+        edit_errors passed): an adapter whose framework keeps the state marks the edit for its
+        next step to apply there."""
+        return after
 
     def state_errors(self, values: dict[str, Any]) -> dict[str, str]:
         """Field errors the schema cannot express, for a state a person wrote ({} if none)."""

@@ -180,3 +180,11 @@ def fork_note(agent: str) -> str:
         return registry.get(agent).fork_note
     except UnknownAgent:
         return ""
+
+
+def edit_note(agent: str) -> str:
+    """What an operator may edit in this agent's state, if its runtime says more than the page does."""
+    try:
+        return registry.get(agent).edit_note
+    except UnknownAgent:
+        return ""

@@ -9,6 +9,7 @@ from django.test import Client
 
 from agents.examples.models import Refund
 from agents.registry import registry
+from approvals.models import ApprovalRequest
 from tests.factories import Api, api_for, make_user
 from tests.test_refunds_flow import (
     decide,
@@ -79,17 +80,51 @@ def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_
     assert list(Refund.objects.values_list("thread_id", flat=True)) == ["lg-copy-1"]
 
 
-def test_an_operator_forks_a_langgraph_thread_from_its_gate_and_is_refused_an_edit(api: Api) -> None:
+def test_an_operator_edits_the_proposed_refund_and_langgraph_asks_again_about_the_edit(api: Api) -> None:
     thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
+    head = api.thread(thread_id)["values"]
     with api._client() as client:
-        head = api.thread(thread_id)["values"]
+        moved = client.patch(f"/threads/{thread_id}/state", json={"values": {"langgraph_checkpoint": "x"}})
+        assert moved.status_code == 400, moved.text
+        assert "only messages can be edited" in moved.json()["errors"]["langgraph_checkpoint"]
+        assert api.thread(thread_id)["values"] == head  # nothing changed
+
         edited = [
-            {**m, "content": "Please refund order ORD-1004"} if m["role"] == "user" else m
+            {
+                **m,
+                "tool_calls": [
+                    {
+                        **c,
+                        "function": {
+                            **c["function"],
+                            "arguments": '{"order_id": "ORD-1001", "amount_cents": 1000}',
+                        },
+                    }
+                    for c in m["tool_calls"]
+                ],
+            }
+            if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "issue_refund"
+            else m
             for m in head["messages"]
         ]
-        refused = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": edited}})
-    assert refused.status_code == 400, refused.text
-    assert "LangGraph" in refused.json()["errors"]["values"]
+        response = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": edited}})
+    assert response.status_code == 200, response.text
+
+    # LangGraph's own update_state: the interrupted node runs again on the edited call and asks anew.
+    [asked] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert asked["args"] == {"order_id": "ORD-1001", "amount_cents": 1000} and asked["id"] != approval["id"]
+    assert ApprovalRequest.objects.get(pk=approval["id"]).status == "superseded"
+    values = api.thread(thread_id)["values"]
+    assert values["langgraph_checkpoint"] != head["langgraph_checkpoint"]
+    assert len(values["messages"]) == len(head["messages"])  # the call replaced, not appended
+    decide(api, asked, {"decision": "approve"})
+    done = wait_status(api, thread_id, "done")
+    assert "Refund of $10.00 issued for order ORD-1001" in last_message(done)
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [1000]
+
+
+def test_an_operator_forks_a_langgraph_thread_from_its_gate(api: Api) -> None:
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
     decide(api, approval, {"decision": "approve"})
     wait_status(api, thread_id, "done")
 

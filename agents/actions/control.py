@@ -89,6 +89,7 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
         valid = check_state(agent, values)
         if errors := agent.edit_errors(before=head.values, after=valid):
             raise InvalidInput(errors)
+        valid = agent.edited_state(before=head.values, after=valid)
         # A waiting thread goes on once its (fresh) gates are decided; others stay paused.
         keep_paused = thread.status != ThreadStatus.WAITING
         reason = f"the state was edited by {_name(actor)}"
@@ -112,8 +113,10 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
         agent = registry.get(thread.agent)
         origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
         valid = check_state(agent, values if values is not None else origin.values)
-        if values is not None and (errors := agent.edit_errors(before=origin.values, after=valid)):
-            raise InvalidInput(errors)
+        if values is not None:
+            if errors := agent.edit_errors(before=origin.values, after=valid):
+                raise InvalidInput(errors)
+            valid = agent.edited_state(before=origin.values, after=valid)
         reason = f"{_name(actor)} forked the thread from step {origin.step}"
         return _write(
             thread,

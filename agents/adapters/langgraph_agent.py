@@ -33,7 +33,13 @@ from functools import cached_property
 from typing import Any
 
 import pydantic
-from langchain_core.messages import BaseMessage, HumanMessage, convert_to_openai_messages
+from langchain_core.messages import (
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.types import Command
@@ -84,6 +90,9 @@ class LangGraphState(SegmentState):
     """The LangGraph checkpoint this Gatehouse checkpoint stands for (the next segment's start)."""
     interrupts: list[dict[str, Any]] = []
     """The interrupts pending there: [{"id", "value"}]."""
+    pending_edit: bool = False
+    """A person edited `messages`: the next segment writes the edit to LangGraph's state first
+    (and the interrupts above are not asked: the node that raised them runs again)."""
 
 
 class LangGraphAgent(SegmentAgent):
@@ -147,19 +156,62 @@ class LangGraphAgent(SegmentAgent):
     fork_note = (
         "A LangGraph thread: the fork runs the graph again from LangGraph's own checkpoint at this "
         "step; a node stopped at an interrupt re-runs from its start, and a gate decided on another "
-        "branch is asked again. Its state cannot be edited here."
+        "branch is asked again. Only its messages can be edited."
+    )
+
+    edit_note = (
+        "A LangGraph thread: edit its conversation (messages); the other fields say where LangGraph's "
+        "own checkpoints stand. A changed message replaces its original, a removed one is removed, a "
+        "new one goes at the end. The next step writes the edit with LangGraph's update_state and runs "
+        "on: a node stopped at an interrupt runs again and asks about the edited state."
     )
 
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
-        if self.state.model_validate(before).model_dump(mode="json") == after:
+        """A person edits the conversation; the other fields say where LangGraph's checkpoints stand."""
+        stored = self.state.model_validate(before).model_dump(mode="json")
+        changed = sorted(k for k in after if k != "messages" and after[k] != stored.get(k))
+        if changed:
+            return {
+                k: "says where LangGraph's own checkpoints stand: only messages can be edited"
+                for k in changed
+            }
+        if after.get("messages") == stored.get("messages"):
             return {}
-        return {
-            "values": "a LangGraph thread's state lives in its graph's own checkpoints, which Gatehouse "
-            "does not edit yet: fork without changes to run again from a step"
-        }
+        if "messages" not in self.compiled.channels:
+            return {"messages": "this graph's state has no messages channel to edit"}
+        if not stored.get("langgraph_checkpoint"):
+            return {"messages": "the graph has not run yet: there is no LangGraph state to edit"}
+        for index, message in enumerate(after["messages"]):
+            if message not in stored["messages"]:
+                try:
+                    _langchain(message)
+                except (ValueError, TypeError, KeyError) as exc:
+                    return {f"messages.{index}": f"is not a chat message LangChain can read: {exc}"}
+        return {}
+
+    def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """The next segment writes the edit to LangGraph's state before it runs on (the
+        interrupted node asks again about the edited state)."""
+        if after == self.state.model_validate(before).model_dump(mode="json"):
+            return after
+        return {**after, "pending_edit": True}
+
+    def _write_edit(self, config: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """Make the conversation at LangGraph's checkpoint `config` the one a person edited, with
+        LangGraph's own update_state: a changed message replaces its original (same id), a removed
+        one is removed, a new one goes at the end. The config of the checkpoint it wrote."""
+        graph = self.compiled
+        stored = graph.get_state(config).values.get("messages", [])  # type: ignore[arg-type]
+        shown = {m["id"]: _comparable(m) for m in _chat(stored, before=[])}
+        kept = {m.get("id") for m in messages}
+        update: list[BaseMessage] = [RemoveMessage(id=i) for i in shown if i not in kept]
+        update += [_langchain(m) for m in messages if shown.get(m.get("id")) != _comparable(m)]
+        if not update:
+            return config
+        return dict(graph.update_state(config, {"messages": update}))  # type: ignore[arg-type]
 
     def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
-        return self._gates(state.interrupts) if next_node == NODE else []
+        return self._gates(state.interrupts) if next_node == NODE and not state.pending_edit else []
 
     def _gates(self, interrupts: list[dict[str, Any]]) -> list[Gate]:
         gates = []
@@ -234,6 +286,8 @@ class LangGraphAgent(SegmentAgent):
         if state.langgraph_checkpoint:
             config["configurable"]["checkpoint_id"] = state.langgraph_checkpoint
             self._adopt(state.langgraph_thread or ctx.thread_id, config)
+        if state.pending_edit:
+            config = self._write_edit(config, state.messages)
         graph_input: Any = None
         if ctx.decisions:
             interrupts, decisions = state.interrupts, ctx.decisions
@@ -254,6 +308,7 @@ class LangGraphAgent(SegmentAgent):
             "langgraph_checkpoint": snapshot.config["configurable"]["checkpoint_id"],
             "interrupts": interrupts,
             "prompt": "",
+            "pending_edit": False,
         }
         resumed = bool(ctx.decisions)
         if interrupts:
@@ -335,6 +390,22 @@ def _inbox(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
     if decision.kind == Decision.RESPOND:
         return {"type": "response", "args": decision.message}
     return {"type": "response", "args": rejection_text(decision)}
+
+
+def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+    """A shown message without the `edited` marks _chat adds to its calls."""
+    calls = [{k: v for k, v in c.items() if k != "edited"} for c in message.get("tool_calls") or []]
+    return {**message, "tool_calls": calls}
+
+
+def _langchain(message: dict[str, Any]) -> BaseMessage:
+    """A chat-shaped message (as the pages show it) as a LangChain message with the same id."""
+    chat = _comparable(message)
+    if not chat["tool_calls"]:
+        del chat["tool_calls"]
+    chat.setdefault("id", new_message_id())
+    [converted] = convert_to_messages([chat])
+    return converted
 
 
 def _chat(messages: list[BaseMessage], *, before: list[dict[str, Any]]) -> list[dict[str, Any]]:

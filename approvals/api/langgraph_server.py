@@ -5,8 +5,8 @@ Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, gra
 Assistants: search, get. Threads: create (an id; the thread starts with its first run), get,
 search, get_state, history. Runs: create, wait, join, stream in `values` mode (`input` starts or
 continues a thread, `command={"resume": ...}` decides its pending requests as the token's user).
-Not served: other stream modes, crons, the store, update_state (operators edit a thread's state
-in the console).
+Not served: other stream modes, crons, the store, update_state (operators edit a thread's
+conversation in the console or the HTTP API).
 """
 
 import asyncio

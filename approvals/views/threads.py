@@ -129,7 +129,12 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
     if not Access.of(request.user).can_operate:
         raise PermissionDenied("Only operators and admins may edit a thread's state.")
     head = thread_selectors.checkpoint(thread, str(thread.head_id))
-    context: dict[str, Any] = {"thread": thread, "head": head, "text": thread_selectors.pretty(head.values)}
+    context: dict[str, Any] = {
+        "thread": thread,
+        "head": head,
+        "text": thread_selectors.pretty(head.values),
+        "edit_note": thread_selectors.edit_note(thread.agent),
+    }
     if request.method == "POST":
         context["text"] = request.POST.get("values", "")
         try:

@@ -1,0 +1,46 @@
+"""An operator in a real browser edits the refund a LangGraph graph proposes: the edit goes to
+LangGraph's own state, and the graph asks again about the edited refund."""
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from agents.actions import check_start_thread, do_start_thread
+from approvals.models import ApprovalRequest
+from checkpoints.models import Thread
+from tests.browser import browser_fixture, log_in, off_loop, page_fixture  # noqa: F401  (fixtures)
+from tests.factories import make_user
+from tests.live import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+
+def test_operator_edits_a_langgraph_threads_proposed_refund_and_is_asked_again(
+    page: Page, live_server_url: str, celery_worker: Any
+) -> None:
+    make_user("olga", "operator")
+    text = "Please refund order ORD-1001"
+    agent = check_start_thread(agent="refunds_langgraph", text=text, thread_id=None)
+    thread_id = off_loop(
+        lambda: do_start_thread(agent=agent, text=text, thread_id=None, actor="user:olga").id
+    )
+    wait_for(lambda: Thread.objects.get(pk=thread_id).status == "waiting", timeout=30, message="the gate")
+    [first] = ApprovalRequest.objects.filter(thread_id=thread_id)
+    log_in(page, live_server_url, "olga")
+
+    page.goto(f"{live_server_url}/threads/{thread_id}/state/")
+    expect(page.locator("[data-edit-note]")).to_contain_text("LangGraph's update_state")
+    editor = page.locator("textarea[name=values]")
+    # The proposed call's arguments, a JSON string inside the message (the interrupt's copy stays).
+    editor.fill(editor.input_value().replace('\\"amount_cents\\": 4250', '\\"amount_cents\\": 1000'))
+    page.get_by_role("button", name="Save as a new checkpoint").click()
+
+    expect(page.locator(".alert.success")).to_contain_text("State saved")
+    wait_for(
+        lambda: [r.args["amount_cents"] for r in ApprovalRequest.objects.filter(status="pending")] == [1000],
+        timeout=30,
+        message="the graph asking again about the edited refund",
+    )
+    first.refresh_from_db()
+    assert first.status == "superseded"
