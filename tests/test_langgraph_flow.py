@@ -1,6 +1,7 @@
 """A LangGraph graph behind the inbox: the `refunds_langgraph` example over the HTTP API, with a
 real Celery worker and the offline model reached through LangChain's OpenAI chat model."""
 
+import json
 from typing import Any
 
 import pytest
@@ -80,6 +81,30 @@ def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_
     assert list(Refund.objects.values_list("thread_id", flat=True)) == ["lg-copy-1"]
 
 
+def amount(values: dict[str, Any], cents: int) -> list[dict[str, Any]]:
+    """The conversation with the proposed refund's amount changed (the call's JSON arguments)."""
+    return [
+        {
+            **m,
+            "tool_calls": [
+                {
+                    **c,
+                    "function": {
+                        **c["function"],
+                        "arguments": json.dumps(
+                            {**json.loads(c["function"]["arguments"]), "amount_cents": cents}
+                        ),
+                    },
+                }
+                for c in m["tool_calls"]
+            ],
+        }
+        if any(c["function"]["name"] == "issue_refund" for c in m.get("tool_calls") or [])
+        else m
+        for m in values["messages"]
+    ]
+
+
 def test_an_operator_edits_the_proposed_refund_and_langgraph_asks_again_about_the_edit(api: Api) -> None:
     thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
     head = api.thread(thread_id)["values"]
@@ -89,25 +114,9 @@ def test_an_operator_edits_the_proposed_refund_and_langgraph_asks_again_about_th
         assert "only messages can be edited" in moved.json()["errors"]["langgraph_checkpoint"]
         assert api.thread(thread_id)["values"] == head  # nothing changed
 
-        edited = [
-            {
-                **m,
-                "tool_calls": [
-                    {
-                        **c,
-                        "function": {
-                            **c["function"],
-                            "arguments": '{"order_id": "ORD-1001", "amount_cents": 1000}',
-                        },
-                    }
-                    for c in m["tool_calls"]
-                ],
-            }
-            if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "issue_refund"
-            else m
-            for m in head["messages"]
-        ]
-        response = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": edited}})
+        response = client.patch(
+            f"/threads/{thread_id}/state", json={"values": {"messages": amount(head, 1000)}}
+        )
     assert response.status_code == 200, response.text
 
     # LangGraph's own update_state: the interrupted node runs again on the edited call and asks anew.
@@ -142,6 +151,24 @@ def test_an_operator_forks_a_langgraph_thread_from_its_gate(api: Api) -> None:
     done = wait_status(api, thread_id, "done")
     assert "Already refunded on the first branch" in last_message(done)
     assert list(Refund.objects.values_list("order_id", flat=True)) == ["ORD-1001"]
+
+
+def test_a_fork_with_an_edited_call_branches_langgraph_from_that_step(api: Api) -> None:
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
+    decide(api, approval, {"decision": "reject", "message": "Not the whole order"})
+    wait_status(api, thread_id, "done")
+    origin = api.get(f"/threads/{thread_id}/checkpoints/{approval['checkpoint_id']}").json()["values"]
+
+    forked = api.post(
+        f"/threads/{thread_id}/fork",
+        {"checkpoint_id": approval["checkpoint_id"], "values": {**origin, "messages": amount(origin, 500)}},
+    )
+
+    assert forked.status_code == 200, forked.text
+    [asked] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert asked["args"] == {"order_id": "ORD-1001", "amount_cents": 500}
+    decide(api, asked, {"decision": "approve"})
+    assert "Refund of $5.00 issued" in last_message(wait_status(api, thread_id, "done"))
 
 
 def test_two_actions_in_one_interrupt_are_two_requests_decided_in_any_order(api: Api) -> None:
