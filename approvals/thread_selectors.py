@@ -165,8 +165,15 @@ def diff_between(thread: Thread, *, from_id: str, to_id: str) -> list[Change]:
     return diff_values(old.values, new.values)
 
 
-def pretty(values: dict[str, Any]) -> str:
-    return json.dumps(values, indent=2, ensure_ascii=False)
+def pretty(values: dict[str, Any], *, agent: str = "") -> str:
+    """The state as indented JSON, its fields in the order the agent's state declares them (the
+    conversation first, as agents declare it), not the order the store returns."""
+    try:
+        declared = list(registry.get(agent).state.model_fields) if agent else []
+    except UnknownAgent:
+        declared = []
+    ordered = {k: values[k] for k in declared if k in values} | values
+    return json.dumps(ordered, indent=2, ensure_ascii=False)
 
 
 def history_list(thread: Thread) -> list[CheckpointSummary]:

@@ -32,6 +32,7 @@ def test_operator_edits_a_langgraph_threads_proposed_refund_and_is_asked_again(
     page.goto(f"{live_server_url}/threads/{thread_id}/state/")
     expect(page.locator("[data-edit-note]")).to_contain_text("LangGraph's update_state")
     editor = page.locator("textarea[name=values]")
+    assert editor.input_value().startswith('{\n  "messages": [')  # what can be edited comes first
     # The proposed call's arguments, a JSON string inside the message (the interrupt's copy stays).
     editor.fill(editor.input_value().replace('\\"amount_cents\\": 4250', '\\"amount_cents\\": 1000'))
     page.get_by_role("button", name="Save as a new checkpoint").click()

@@ -38,14 +38,14 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
     context: dict[str, Any] = {
         "thread": thread,
         "item": item,
-        "state": thread_selectors.pretty(item.values),
+        "state": thread_selectors.pretty(item.values, agent=thread.agent),
         "changes": thread_selectors.diff_against_parent(item),
         "warnings": replay_warnings(thread.id, checkpoint_id=item.id),
         "thread_effects": effects.thread_effects(thread.id),
         "can_operate": Access.of(request.user).can_operate,
         "fork_note": thread_selectors.fork_note(thread.agent),
         **thread_selectors.history_context(thread),
-        "text": thread_selectors.pretty(item.values),
+        "text": thread_selectors.pretty(item.values, agent=thread.agent),
     }
     if request.method == "POST":
         return _fork(request, thread, item.id, context)

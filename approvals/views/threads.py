@@ -132,7 +132,7 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
     context: dict[str, Any] = {
         "thread": thread,
         "head": head,
-        "text": thread_selectors.pretty(head.values),
+        "text": thread_selectors.pretty(head.values, agent=thread.agent),
         "edit_note": thread_selectors.edit_note(thread.agent),
     }
     if request.method == "POST":
