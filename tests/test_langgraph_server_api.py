@@ -141,6 +141,30 @@ def test_a_run_streams_its_values_until_the_interrupt_and_a_streamed_resume_to_t
         list(client.runs.stream(thread_id, AGENT, input=ask, stream_mode="messages"))
 
 
+def test_a_run_streams_each_nodes_update_and_the_interrupt_as_langgraph_does(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "Please refund order ORD-1001"}]}
+
+    parts = list(client.runs.stream(thread_id, AGENT, input=ask, stream_mode="updates"))
+
+    assert {part.event for part in parts[1:]} == {"updates"}
+    assert [next(iter(part.data)) for part in parts[1:]] == ["model", "tools", "model", "__interrupt__"]
+    lookup = parts[1].data["model"]["messages"][-1]
+    assert (lookup["type"], lookup["tool_calls"][0]["name"]) == ("ai", "lookup_order")
+    [asked] = parts[-1].data["__interrupt__"]
+    assert asked["value"]["action_requests"][0]["args"] == {"order_id": "ORD-1001", "amount_cents": 4250}
+
+    resume = {"resume": {"decisions": [{"type": "approve"}]}}
+    parts = list(client.runs.stream(thread_id, AGENT, command=resume, stream_mode=["updates", "values"]))
+
+    updates = [part.data for part in parts if part.event == "updates"]
+    assert [next(iter(u)) for u in updates] == ["tools", "model"]  # the resumed node, then the answer
+    assert "Refund of $42.50 issued" in updates[-1]["model"]["messages"][-1]["content"]
+    assert (
+        parts[-1].event == "values" and parts[-1].data["messages"][-1] == updates[-1]["model"]["messages"][-1]
+    )
+
+
 def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:
     thread_id = ask_refund(client)
     state = client.threads.get_state(thread_id)

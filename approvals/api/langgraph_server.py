@@ -3,9 +3,9 @@
 Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, graph_id = its name).
 
 Assistants: search, get. Threads: create (an id; the thread starts with its first run), get,
-search, get_state, history. Runs: create, wait, join, stream in `values` mode (`input` starts or
-continues a thread, `command={"resume": ...}` decides its pending requests as the token's user).
-Not served: other stream modes, crons, the store, update_state (operators edit a thread's
+search, get_state, history. Runs: create, wait, join, stream in `values` and `updates` modes
+(`input` starts or continues a thread, `command={"resume": ...}` decides its pending requests as
+the token's user). Not served: other stream modes, crons, the store, update_state (operators edit a thread's
 conversation in the console or the HTTP API).
 """
 
@@ -48,6 +48,8 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
     ThreadStatus.FAILED: "error",
 }
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
+STREAM_MODES = {"values", "updates"}
+UPDATES_LIMIT = 200  # LangGraph checkpoints one poll reads back at most
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 
 
@@ -335,15 +337,17 @@ def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
 
 @api.post("/threads/{thread_id}/runs/stream")
 def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> StreamingHttpResponse:
-    """Server-sent events: the run's metadata, then the thread's values after each step, until it
-    stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most)."""
-    modes = [body.stream_mode] if isinstance(body.stream_mode, str) else body.stream_mode
-    if set(modes) - {"values"}:
-        raise InvalidInput({"stream_mode": "only stream_mode='values' is served"})
+    """Server-sent events: the run's metadata, then after each step the thread's values and/or
+    each node's update (LangGraph's own, read from its checkpoints), until the run stops at a gate
+    or ends (LANGGRAPH_RUN_WAIT_S at most)."""
+    modes = {body.stream_mode} if isinstance(body.stream_mode, str) else set(body.stream_mode)
+    if not modes or modes - STREAM_MODES:
+        raise InvalidInput({"stream_mode": "served: 'values' and 'updates'"})
+    since = _langgraph_head(thread_id)  # before the run starts: its updates are what comes after
     _start(request, thread_id, body)
     run = _run(thread_id, body.assistant_id, "pending")
     response = StreamingHttpResponse(
-        _values_events(thread_id, run["run_id"]), content_type="text/event-stream"
+        _events(thread_id, run["run_id"], modes=modes, since=since), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -353,29 +357,77 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def _values_events(thread_id: str, run_id: str) -> AsyncIterator[bytes]:
+async def _events(thread_id: str, run_id: str, *, modes: set[str], since: str) -> AsyncIterator[bytes]:
     """An async iterator, so daphne sends each event as it comes (a sync one is read whole first)."""
     yield _sse("metadata", {"run_id": run_id, "attempt": 1})
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
-    shown = None
+    shown: Any = None
     while True:
-        head, status, values = await sync_to_async(_snapshot)(thread_id, shown=shown)
-        if values is not None:
-            yield _sse("values", values)
-            shown = head
+        shown, status, events, since = await sync_to_async(_snapshot)(
+            thread_id, shown=shown, modes=modes, since=since
+        )
+        for event, data in events:
+            yield _sse(event, data)
         if status in SETTLED or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
 
 
-def _snapshot(thread_id: str, *, shown: Any) -> tuple[Any, str, dict[str, Any] | None]:
-    """The thread's head and status, and its values unless that head was the last one shown."""
+def _snapshot(
+    thread_id: str, *, shown: Any, modes: set[str], since: str
+) -> tuple[Any, str, list[tuple[str, Any]], str]:
+    """The thread's head and status, and the events since the head last shown (none if it has not
+    moved), with the LangGraph checkpoint they reach."""
     try:
         thread = Thread.objects.get(pk=thread_id)
-        values = None if thread.head_id == shown else _state(thread)["values"]
-        return thread.head_id, thread.status, values
+        if thread.head_id == shown:
+            return shown, thread.status, [], since
+        head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
+        events: list[tuple[str, Any]] = []
+        if "updates" in modes:
+            updates, since = _updates(head, agent=thread.agent, since=since)
+            events += [("updates", update) for update in updates]
+        if "values" in modes:
+            events.append(("values", _state_at(head, agent=thread.agent)["values"]))
+        return thread.head_id, thread.status, events, since
     finally:
         connection.close()  # not held between polls (the web process's pool is small)
+
+
+def _langgraph_head(thread_id: str) -> str:
+    """The LangGraph checkpoint a thread's head stands at ("" before its first segment)."""
+    thread = Thread.objects.filter(pk=thread_id).values_list("agent", flat=True).first()
+    if thread is None:
+        return ""
+    return str(load_checkpoint(thread_id=thread_id, agent=thread).values.get("langgraph_checkpoint") or "")
+
+
+def _updates(head: CheckpointData, *, agent: str, since: str) -> tuple[list[dict[str, Any]], str]:
+    """What each node returned between LangGraph's checkpoint `since` and the one `head` stands at,
+    oldest first, as LangGraph's `updates` mode streams it ({node: update}; the interrupts a run
+    stopped at as {"__interrupt__": [...]}), and the checkpoint reached."""
+    graph = langgraph_agent(agent)
+    config = graph.checkpoint_config(head.values, thread_id=head.thread_id)
+    reached = config["configurable"]["checkpoint_id"]
+    if not reached or reached == since:
+        return [], since
+    # Newest first, back along the parents (this branch) to `since`: its tasks ran in this run too.
+    passed = [graph.compiled.get_state(config)]  # type: ignore[arg-type]
+    while (
+        passed[-1].config["configurable"]["checkpoint_id"] != since
+        and passed[-1].parent_config is not None
+        and len(passed) < UPDATES_LIMIT
+    ):
+        passed.append(graph.compiled.get_state(passed[-1].parent_config))
+    updates = [
+        {task.name: _jsonable(task.result)}
+        for snapshot in reversed(passed)
+        for task in snapshot.tasks
+        if task.result is not None and task.name != "__start__"
+    ]
+    if interrupts := head.values.get("interrupts"):
+        updates.append({"__interrupt__": list(interrupts)})
+    return updates, reached
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}/join")
