@@ -62,9 +62,8 @@ class Known:
         """The checkpoint's values without reading a row, or None if these are not its refs. List
         items are shared objects (as put's identity check already assumes, LangGraph's reducers
         build new lists and never mutate a message); every other value is decoded afresh."""
-        if refs != self.refs or any(
-            ref[0] == layout.VALUE and n not in self.plains for n, ref in refs.items()
-        ):
+        held = {**self.chains, **self.plains}
+        if refs != self.refs or any(name not in held for name in refs):
             return None
         return {
             name: list(self.chains[name].items)
