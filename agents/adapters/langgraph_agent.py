@@ -41,6 +41,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.types import Command
 
@@ -177,8 +178,9 @@ class LangGraphAgent(SegmentAgent):
             }
         if after.get("messages") == stored.get("messages"):
             return {}
-        if "messages" not in self.compiled.channels:
-            return {"messages": "this graph's state has no messages channel to edit"}
+        if getattr(self.compiled.channels.get("messages"), "operator", None) is not add_messages:
+            # An edit replaces and removes messages by id: LangGraph's add_messages reducer does.
+            return {"messages": "this graph's state has no messages channel reduced by add_messages"}
         if not stored.get("langgraph_checkpoint"):
             return {"messages": "the graph has not run yet: there is no LangGraph state to edit"}
         for index, message in enumerate(after["messages"]):

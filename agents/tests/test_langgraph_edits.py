@@ -1,5 +1,6 @@
 """An operator's edit of a LangGraph thread's conversation, as LangGraph's own update_state."""
 
+import operator
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
@@ -19,6 +20,10 @@ class Chat(TypedDict):
 
 class Counter(TypedDict):
     count: int
+
+
+class Appended(TypedDict):
+    messages: Annotated[list[AnyMessage], operator.add]  # no ids kept: nothing to replace by
 
 
 def answer(state: Chat) -> dict[str, Any]:
@@ -101,11 +106,12 @@ def test_only_the_conversation_can_be_edited_and_only_once_the_graph_has_run(cha
     assert "messages.2" in chat.edit_errors(before=before, after=broken)
 
 
-def test_a_graph_without_a_messages_channel_refuses_a_conversation_edit() -> None:
-    agent = agent_of(bump, Counter)
+@pytest.mark.parametrize("schema", [Counter, Appended])
+def test_a_graph_without_an_add_messages_channel_refuses_a_conversation_edit(schema: Any) -> None:
+    agent = agent_of(bump, schema)
     try:
         before = agent.state.model_validate({"langgraph_checkpoint": "c-1"}).model_dump(mode="json")
         after = {**before, "messages": [{"role": "user", "content": "x"}]}
-        assert "no messages channel" in agent.edit_errors(before=before, after=after)["messages"]
+        assert "reduced by add_messages" in agent.edit_errors(before=before, after=after)["messages"]
     finally:
         agent.saver.close()  # type: ignore[attr-defined]
