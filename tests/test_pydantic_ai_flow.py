@@ -1,6 +1,7 @@
 """A pydantic-ai agent behind the inbox: the `refunds_pydantic_ai` example over the HTTP API,
 with a real Celery worker and the offline model reached through pydantic-ai's OpenAI client."""
 
+import json
 from typing import Any
 
 import pytest
@@ -76,3 +77,40 @@ def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_
     done = wait_status(api, "pai-copy-1", "done")
     assert "Refund of $129.99 issued for order ORD-1002" in last_message(done)
     assert list(Refund.objects.values_list("thread_id", flat=True)) == ["pai-copy-1"]
+
+
+def test_an_operator_edits_the_proposed_refund_in_pydantic_ais_history_and_is_asked_again(api: Api) -> None:
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
+    head = api.thread(thread_id)["values"]
+    with api._client() as client:
+        shown = [
+            {**m, "content": "Refund ORD-1001 now"} if m["role"] == "user" else m for m in head["messages"]
+        ]
+        refused = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": shown}})
+        assert refused.status_code == 400, refused.text
+        assert "edit history" in refused.json()["errors"]["messages"]
+        broken = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": [{"kind": "chat"}]}})
+        assert broken.status_code == 400, broken.text
+        assert "is not pydantic-ai's message history" in broken.json()["errors"]["history"]
+        assert api.thread(thread_id)["values"] == head  # nothing changed
+
+        history = json.loads(json.dumps(head["history"]))
+        [call] = [p for p in history[-1]["parts"] if p.get("tool_name") == "issue_refund"]
+        args = json.loads(call["args"]) if isinstance(call["args"], str) else call["args"]
+        call["args"] = json.dumps({**args, "amount_cents": 1000})
+        response = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": history}})
+    assert response.status_code == 200, response.text
+
+    [asked] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert asked["args"] == {"order_id": "ORD-1001", "amount_cents": 1000} and asked["id"] != approval["id"]
+    assert ApprovalRequest.objects.get(pk=approval["id"]).status == "superseded"
+    [proposed] = [
+        c
+        for m in api.thread(thread_id)["values"]["messages"]
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == "issue_refund"
+    ]
+    assert proposed["edited"] and json.loads(proposed["function"]["arguments"])["amount_cents"] == 1000
+    decide(api, asked, {"decision": "approve"})
+    wait_status(api, thread_id, "done")
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [1000]

@@ -117,6 +117,47 @@ class PydanticAIAgent(SegmentAgent):
             errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
         return errors
 
+    def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+        """pydantic-ai's `history` is what the model reads: a person edits that (checked here, not
+        at the next step); the conversation shown is drawn from it."""
+        stored = self.state.model_validate(before).model_dump(mode="json")
+        if after["history_format"] != stored["history_format"]:
+            return {"history_format": f"says how history is stored; it stays {stored['history_format']!r}"}
+        if after["history"] != stored["history"]:
+            try:
+                ModelMessagesTypeAdapter.validate_python(after["history"])
+            except pydantic.ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(p) for p in error["loc"])
+                return {"history": f"is not pydantic-ai's message history ({where}: {error['msg']})"}
+            return {}
+        if after["messages"] != stored["messages"]:
+            return {
+                "messages": "the conversation shown is drawn from pydantic-ai's history, which is what "
+                "the model reads: edit history"
+            }
+        return {}
+
+    def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """The shown calls follow an edited history: a call whose arguments changed is shown with
+        the new ones, marked edited (new gates are asked from the history itself)."""
+        args = {
+            call.tool_call_id: call.args_as_json_str()
+            for message in ModelMessagesTypeAdapter.validate_python(after["history"])
+            if isinstance(message, ModelResponse)
+            for call in message.tool_calls
+        }
+        shown = []
+        for message in after["messages"]:
+            calls = [
+                {**c, "function": {**c["function"], "arguments": args[c["id"]]}, "edited": True}
+                if c.get("id") in args and json.loads(args[c["id"]]) != json.loads(c["function"]["arguments"])
+                else c
+                for c in message.get("tool_calls") or []
+            ]
+            shown.append({**message, "tool_calls": calls} if calls else message)
+        return {**after, "messages": shown}
+
     def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
         """The gated calls of the last model response that have no result yet."""
         if next_node != NODE:
