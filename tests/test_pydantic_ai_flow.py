@@ -92,11 +92,19 @@ def test_an_operator_edits_the_proposed_refund_in_pydantic_ais_history_and_is_as
         broken = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": [{"kind": "chat"}]}})
         assert broken.status_code == 400, broken.text
         assert "is not pydantic-ai's message history" in broken.json()["errors"]["history"]
-        assert api.thread(thread_id)["values"] == head  # nothing changed
-
         history = json.loads(json.dumps(head["history"]))
         [call] = [p for p in history[-1]["parts"] if p.get("tool_name") == "issue_refund"]
         args = json.loads(call["args"]) if isinstance(call["args"], str) else call["args"]
+        call["args"] = "{not json"
+        garbled = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": history}})
+        assert garbled.status_code == 400, garbled.text
+        assert "are not a JSON object" in garbled.json()["errors"]["history"]
+        call["args"] = json.dumps({**args, "amount_cents": -5})
+        refused = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": history}})
+        assert refused.status_code == 400, refused.text
+        assert "amount_cents" in refused.json()["errors"]["history"]  # the tool's own check
+        assert api.thread(thread_id)["values"] == head  # nothing changed
+
         call["args"] = json.dumps({**args, "amount_cents": 1000})
         response = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": history}})
     assert response.status_code == 200, response.text

@@ -187,7 +187,7 @@ class LangGraphAgent(SegmentAgent):
             if message not in stored["messages"]:
                 try:
                     _langchain(message)
-                except (ValueError, TypeError, KeyError) as exc:
+                except Exception as exc:  # a person's input, in any shape
                     return {f"messages.{index}": f"is not a chat message LangChain can read: {exc}"}
         return {}
 

@@ -123,19 +123,32 @@ class PydanticAIAgent(SegmentAgent):
         stored = self.state.model_validate(before).model_dump(mode="json")
         if after["history_format"] != stored["history_format"]:
             return {"history_format": f"says how history is stored; it stays {stored['history_format']!r}"}
-        if after["history"] != stored["history"]:
-            try:
-                ModelMessagesTypeAdapter.validate_python(after["history"])
-            except pydantic.ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(p) for p in error["loc"])
-                return {"history": f"is not pydantic-ai's message history ({where}: {error['msg']})"}
-            return {}
         if after["messages"] != stored["messages"]:
             return {
                 "messages": "the conversation shown is drawn from pydantic-ai's history, which is what "
                 "the model reads: edit history"
             }
+        if after["history"] == stored["history"]:
+            return {}
+        try:
+            history = ModelMessagesTypeAdapter.validate_python(after["history"])
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            return {"history": f"is not pydantic-ai's message history ({where}: {error['msg']})"}
+        for message in history:
+            for call in message.tool_calls if isinstance(message, ModelResponse) else []:
+                if not _json_object(call.args):
+                    return {"history": f"the arguments of call {call.tool_call_id} are not a JSON object"}
+        # The calls that will be asked about must be calls their tools accept, as an edit must.
+        for gate in self._gates(
+            history[-1].tool_calls if history and isinstance(history[-1], ModelResponse) else []
+        ):
+            try:
+                self.validate_edit(gate.action, gate.args)
+            except ToolArgumentsError as exc:
+                problems = "; ".join(f"{field}: {text}" for field, text in exc.errors.items())
+                return {"history": f"the call {gate.key} to {gate.action} has invalid arguments ({problems})"}
         return {}
 
     def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -218,6 +231,17 @@ class PydanticAIAgent(SegmentAgent):
                 metadata=meta,
             )
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
+
+
+def _json_object(args: Any) -> bool:
+    """Whether a call's stored arguments are a JSON object (pydantic-ai reads other text as
+    {"INVALID_JSON": text} rather than refusing it)."""
+    if not args or isinstance(args, dict):
+        return True
+    try:
+        return isinstance(json.loads(args), dict)
+    except (TypeError, ValueError):
+        return False
 
 
 def _history(state: Any) -> list[ModelMessage]:

@@ -102,8 +102,9 @@ def test_only_the_conversation_can_be_edited_and_only_once_the_graph_has_run(cha
     errors = chat.edit_errors(before=fresh, after={**fresh, "messages": [{"role": "user", "content": "x"}]})
     assert "has not run yet" in errors["messages"]
 
-    broken = {**before, "messages": [*before["messages"], {"role": "wizard", "content": "?"}]}
-    assert "messages.2" in chat.edit_errors(before=before, after=broken)
+    for odd in ({"role": "wizard", "content": "?"}, {"role": "assistant", "tool_calls": "x"}):
+        broken = {**before, "messages": [*before["messages"], odd]}
+        assert "messages.2" in chat.edit_errors(before=before, after=broken)
 
 
 @pytest.mark.parametrize("schema", [Counter, Appended])
