@@ -171,6 +171,23 @@ def test_a_fork_with_an_edited_call_branches_langgraph_from_that_step(api: Api) 
     assert "Refund of $5.00 issued" in last_message(wait_status(api, thread_id, "done"))
 
 
+def test_a_fork_from_the_start_with_another_question_asks_about_that_order(api: Api) -> None:
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
+    [start] = [c for c in api.get(f"/threads/{thread_id}/history").json() if c["step"] == 0]
+    origin = api.get(f"/threads/{thread_id}/checkpoints/{start['id']}").json()["values"]
+    question = [{**m, "content": "Please refund order ORD-1003"} for m in origin["messages"]]
+
+    forked = api.post(
+        f"/threads/{thread_id}/fork",
+        {"checkpoint_id": start["id"], "values": {**origin, "messages": question}},
+    )
+
+    assert forked.status_code == 200, forked.text
+    [asked] = wait_status(api, thread_id, "waiting")["pending_approvals"]
+    assert asked["args"]["order_id"] == "ORD-1003"
+    assert ApprovalRequest.objects.get(pk=approval["id"]).status == "superseded"
+
+
 def test_two_actions_in_one_interrupt_are_two_requests_decided_in_any_order(api: Api) -> None:
     thread_id = start(api, "Please refund orders ORD-1001 and ORD-1003", agent=AGENT)
     first, second = wait_status(api, thread_id, "waiting")["pending_approvals"]

@@ -182,7 +182,7 @@ class LangGraphAgent(SegmentAgent):
             # An edit replaces and removes messages by id: LangGraph's add_messages reducer does.
             return {"messages": "this graph's state has no messages channel reduced by add_messages"}
         if not stored.get("langgraph_checkpoint"):
-            return {"messages": "the graph has not run yet: there is no LangGraph state to edit"}
+            return _question_errors(stored["messages"], after["messages"])
         for index, message in enumerate(after["messages"]):
             if message not in stored["messages"]:
                 try:
@@ -194,8 +194,11 @@ class LangGraphAgent(SegmentAgent):
     def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         """The next segment writes the edit to LangGraph's state before it runs on (the
         interrupted node asks again about the edited state)."""
-        if after == self.state.model_validate(before).model_dump(mode="json"):
+        stored = self.state.model_validate(before).model_dump(mode="json")
+        if after == stored:
             return after
+        if not stored["langgraph_checkpoint"]:  # the graph has not run: its first input changes
+            return {**after, "prompt": after["messages"][-1]["content"]}
         return {**after, "pending_edit": True}
 
     def _write_edit(self, config: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -249,6 +252,13 @@ class LangGraphAgent(SegmentAgent):
             )
         saver.copy_thread(source, config["configurable"]["thread_id"])
 
+    def _root(self, thread_id: str) -> str | None:
+        """LangGraph's first checkpoint of the thread (its first input), if it has run."""
+        first = self.saver.list(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}, filter={"step": -1}
+        )
+        return min((c.config["configurable"]["checkpoint_id"] for c in first), default=None)
+
     def _answered(self, config: dict[str, Any]) -> bool:
         """Whether LangGraph holds an answer at this checkpoint already: a fork back to a gate
         decided on another branch (LangGraph would replay that answer, not apply this one)."""
@@ -288,6 +298,10 @@ class LangGraphAgent(SegmentAgent):
         if state.langgraph_checkpoint:
             config["configurable"]["checkpoint_id"] = state.langgraph_checkpoint
             self._adopt(state.langgraph_thread or ctx.thread_id, config)
+        elif root := self._root(ctx.thread_id):
+            # Before the first segment, on a thread that has run: a fork from its start. Run from
+            # LangGraph's first checkpoint, not on from its latest (another branch's end).
+            config["configurable"]["checkpoint_id"] = root
         if state.pending_edit:
             config = self._write_edit(config, state.messages)
         graph_input: Any = None
@@ -392,6 +406,25 @@ def _inbox(asked: Asked, decision: HumanDecision) -> dict[str, Any]:
     if decision.kind == Decision.RESPOND:
         return {"type": "response", "args": decision.message}
     return {"type": "response", "args": rejection_text(decision)}
+
+
+def _question_errors(stored: list[dict[str, Any]], edited: list[dict[str, Any]]) -> dict[str, str]:
+    """Before the graph has run, only the question it will be sent (the last user message's text)
+    may change: it is the graph's first input."""
+    if not stored:
+        return {"messages": "the graph has not run yet and has no question to change"}
+    last = len(stored) - 1
+    same = len(edited) == len(stored) and all(
+        e == s if i != last else {**e, "content": s.get("content")} == s
+        for i, (e, s) in enumerate(zip(edited, stored, strict=False))
+    )
+    if not same or stored[last].get("role") != "user" or not isinstance(edited[last].get("content"), str):
+        return {
+            "messages": "the graph has not run yet: only the text of the question it will be sent can change"
+        }
+    if not edited[last]["content"].strip():
+        return {f"messages.{last}.content": "the question cannot be empty"}
+    return {}
 
 
 def _comparable(message: dict[str, Any]) -> dict[str, Any]:

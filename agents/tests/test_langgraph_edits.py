@@ -116,3 +116,24 @@ def test_a_graph_without_an_add_messages_channel_refuses_a_conversation_edit(sch
         assert "reduced by add_messages" in agent.edit_errors(before=before, after=after)["messages"]
     finally:
         agent.saver.close()  # type: ignore[attr-defined]
+
+
+def test_before_the_graph_has_run_only_the_question_changes_and_becomes_its_input(
+    chat: LangGraphAgent,
+) -> None:
+    question = {"id": "m-1", "role": "user", "content": "Refund ORD-1001"}
+    before = chat.state.model_validate({"messages": [question], "prompt": "Refund ORD-1001"}).model_dump(
+        mode="json"
+    )
+    asked = {**before, "messages": [{**question, "content": "Refund ORD-1003"}]}
+    assert chat.edit_errors(before=before, after=asked) == {}
+    assert chat.edited_state(before=before, after=asked)["prompt"] == "Refund ORD-1003"  # sent first
+
+    added = {**before, "messages": [question, {"role": "user", "content": "and ORD-1002"}]}
+    assert "only the text of the question" in chat.edit_errors(before=before, after=added)["messages"]
+    recast = {**before, "messages": [{**question, "role": "assistant"}]}
+    assert "only the text of the question" in chat.edit_errors(before=before, after=recast)["messages"]
+    blank = {**before, "messages": [{**question, "content": " "}]}
+    assert chat.edit_errors(before=before, after=blank) == {
+        "messages.0.content": "the question cannot be empty"
+    }
