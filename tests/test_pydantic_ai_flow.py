@@ -5,6 +5,8 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from agents.examples.models import Refund
 from agents.registry import registry
@@ -82,6 +84,10 @@ def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_
 def test_an_operator_edits_the_proposed_refund_in_pydantic_ais_history_and_is_asked_again(api: Api) -> None:
     thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
     head = api.thread(thread_id)["values"]
+    page = Client()
+    page.force_login(User.objects.get(username="ada"))
+    form = page.get(f"/threads/{thread_id}/state/").content.decode()
+    assert "edit history, pydantic-ai&#x27;s own messages, which the model reads" in form  # the form says so
     with api._client() as client:
         shown = [
             {**m, "content": "Refund ORD-1001 now"} if m["role"] == "user" else m for m in head["messages"]

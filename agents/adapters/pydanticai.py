@@ -80,6 +80,12 @@ class PydanticAIAgent(SegmentAgent):
         self.agent = agent
         self.gates = gates
 
+    edit_note = (
+        "A pydantic-ai thread: edit history, pydantic-ai's own messages, which the model reads; "
+        "the conversation shown is drawn from it and cannot be edited on its own. A call awaiting "
+        "approval whose arguments you change is asked again with them."
+    )
+
     # The gate protocol: what is gated, its edit form, and how an edit is checked.
     def approval_for(self, action: str) -> Approval | None:
         return self.gates.get(action)
