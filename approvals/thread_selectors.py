@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
+from agents.graph import Agent
 from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
 from approvals.access import Access, User
@@ -168,10 +169,8 @@ def diff_between(thread: Thread, *, from_id: str, to_id: str) -> list[Change]:
 def pretty(values: dict[str, Any], *, agent: str = "") -> str:
     """The state as indented JSON, its fields in the order the agent's state declares them (the
     conversation first, as agents declare it), not the order the store returns."""
-    try:
-        declared = list(registry.get(agent).state.model_fields) if agent else []
-    except UnknownAgent:
-        declared = []
+    definition = _registered(agent)
+    declared = list(definition.state.model_fields) if definition is not None else []
     ordered = {k: values[k] for k in declared if k in values} | values
     return json.dumps(ordered, indent=2, ensure_ascii=False)
 
@@ -183,15 +182,19 @@ def history_list(thread: Thread) -> list[CheckpointSummary]:
 
 def fork_note(agent: str) -> str:
     """What a fork of this agent's thread runs again, if its runtime says more than the page does."""
-    try:
-        return registry.get(agent).fork_note
-    except UnknownAgent:
-        return ""
+    definition = _registered(agent)
+    return definition.fork_note if definition is not None else ""
 
 
 def edit_note(agent: str) -> str:
     """What an operator may edit in this agent's state, if its runtime says more than the page does."""
+    definition = _registered(agent)
+    return definition.edit_note if definition is not None else ""
+
+
+def _registered(agent: str) -> Agent | None:
+    """The agent's definition, or None for a thread of an agent no longer registered."""
     try:
-        return registry.get(agent).edit_note
+        return registry.get(agent)
     except UnknownAgent:
-        return ""
+        return None

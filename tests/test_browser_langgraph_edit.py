@@ -6,10 +6,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from agents.actions import check_start_thread, do_start_thread
 from approvals.models import ApprovalRequest
 from checkpoints.models import Thread
-from tests.browser import browser_fixture, log_in, off_loop, page_fixture  # noqa: F401  (fixtures)
+from tests.browser import browser_fixture, log_in, page_fixture, start_refund  # noqa: F401  (fixtures)
 from tests.factories import make_user
 from tests.live import wait_for
 
@@ -20,11 +19,7 @@ def test_operator_edits_a_langgraph_threads_proposed_refund_and_is_asked_again(
     page: Page, live_server_url: str, celery_worker: Any
 ) -> None:
     make_user("olga", "operator")
-    text = "Please refund order ORD-1001"
-    agent = check_start_thread(agent="refunds_langgraph", text=text, thread_id=None)
-    thread_id = off_loop(
-        lambda: do_start_thread(agent=agent, text=text, thread_id=None, actor="user:olga").id
-    )
+    thread_id = start_refund("Please refund order ORD-1001", agent="refunds_langgraph")
     wait_for(lambda: Thread.objects.get(pk=thread_id).status == "waiting", timeout=30, message="the gate")
     [first] = ApprovalRequest.objects.filter(thread_id=thread_id)
     log_in(page, live_server_url, "olga")
