@@ -15,7 +15,7 @@ from agents.lease import held_lease
 from agents.loading import upgraded_values
 from agents.registry import registry
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint
+from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint, ThreadNotFound
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,8 @@ RESULT_PREFIX = "result:"
 @dataclass(frozen=True)
 class StepOutcome:
     kind: str
-    """stepped | stale (head moved) | busy (another worker holds the lease) | idle | failed"""
+    """stepped | stale (head moved) | busy (another worker holds the lease) | idle | failed |
+    gone (the thread was deleted)"""
     checkpoint_id: str | None = None
     status: ThreadStatus | None = None
 
@@ -37,10 +38,16 @@ class _Superseded(Exception):
 
 def run_step(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutcome:
     """Run the node after checkpoint_id, if it is still the head of a running thread."""
-    with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as held:
-        if not held:
-            return StepOutcome("busy")
-        return _run_claimed(thread_id=thread_id, checkpoint_id=checkpoint_id, worker=worker)
+    try:
+        with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as held:
+            if not held:
+                get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
+                return StepOutcome("busy")
+            return _run_claimed(thread_id=thread_id, checkpoint_id=checkpoint_id, worker=worker)
+    except ThreadNotFound:
+        # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
+        # is left to run or to write, and a busy retry would wait for a lease nobody can take.
+        return StepOutcome("gone")
 
 
 def _run_claimed(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutcome:

@@ -1,15 +1,12 @@
 """Celery tasks: thin, take ids, call the runtime."""
 
-from datetime import timedelta
-
 from celery import Task, shared_task
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from agents import dispatch, runtime
 from agents.lease import RENEWALS_PER_LEASE
-from checkpoints.models import Thread, ThreadStatus
+from checkpoints.orphans import find_orphans, take_orphan
 
 MAX_RETRIES = 8
 # A step hands its lease off in its commit and releases it once it has sent the next step:
@@ -56,24 +53,12 @@ def reconcile_threads_task() -> int:
     RECONCILE_QUEUED_AFTER_S (the broker lost it: a flush, or a dead worker's unstarted task).
     Either way the thread is then marked queued afresh, so one pass never echoes the next."""
     now = timezone.now()
-    lapsed = ~Q(lease_owner="") & Q(lease_expires_at__lt=now - timedelta(seconds=HANDOFF_GRACE_S))
-    forgotten = Q(lease_owner="", updated_at__lt=now - timedelta(seconds=settings.RECONCILE_QUEUED_AFTER_S))
-    orphans = list(
-        Thread.objects.filter(status=ThreadStatus.RUNNING, head__isnull=False)
-        .filter(lapsed | forgotten)
-        .values_list("id", "head_id", "lease_owner", "updated_at")[:500]
+    orphans = find_orphans(
+        now=now, handoff_grace_s=HANDOFF_GRACE_S, queued_after_s=settings.RECONCILE_QUEUED_AFTER_S
     )
     sent = 0
-    for thread_id, head_id, owner, updated_at in orphans:
-        # Only if nobody claimed it meanwhile (the same row as read: owner and time unchanged).
-        unchanged = Thread.objects.filter(
-            pk=thread_id,
-            head_id=head_id,
-            status=ThreadStatus.RUNNING,
-            lease_owner=owner,
-            updated_at=updated_at,
-        ).filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        if unchanged.update(lease_owner="", lease_expires_at=None, updated_at=now):
-            dispatch.enqueue_step(thread_id=thread_id, checkpoint_id=str(head_id))
+    for orphan in orphans:
+        if take_orphan(orphan, now=now):
+            dispatch.enqueue_step(thread_id=orphan.thread_id, checkpoint_id=str(orphan.head_id))
             sent += 1
     return sent

@@ -23,6 +23,7 @@ from django.db.models import QuerySet
 from approvals.actions.errors import NotAllowed
 from approvals.models import ApprovalRequest, Queue
 from approvals.roles import ADMIN, OPERATOR, REVIEWER, ROLE_NAMES
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
 
 User = AbstractBaseUser | AnonymousUser
@@ -133,11 +134,11 @@ class Access:
     def visible_threads(self) -> QuerySet[Thread]:
         """Threads the user may list."""
         if self.can_operate:
-            return Thread.objects.all()
+            return checkpoint_selectors.all_threads()
         if not self.has_any_role:
-            return Thread.objects.none()
+            return checkpoint_selectors.all_threads().none()
         requests = ApprovalRequest.objects.exclude(queue__in=self.closed_queues)
-        return Thread.objects.filter(pk__in=requests.values("thread_id"))
+        return checkpoint_selectors.threads_in(requests.values("thread_id"))
 
     def require_operator(self, verb: str) -> None:
         if not self.can_operate:

@@ -15,6 +15,7 @@ from approvals.forms import InboxFilterForm
 from approvals.live_groups import keep_joined
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import InboxFilter
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ class ThreadConsumer(RejoiningConsumer):
         await self.accept()
 
     def _allowed(self, user: Any) -> bool:
-        return Thread.objects.filter(pk=self.thread_id).exists() and Access.of(user).can_see_thread(
+        return checkpoint_selectors.thread_exists(self.thread_id) and Access.of(user).can_see_thread(
             self.thread_id
         )
 

@@ -14,8 +14,8 @@ from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointError
-from checkpoints.models import Thread
 from checkpoints.store import tenant_of
 
 INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
@@ -266,7 +266,7 @@ def _pretty(raw: Any) -> str:
 
 def thread_context(thread_id: str) -> dict[str, Any]:
     """What the conversation partial needs, read from the thread's head checkpoint."""
-    thread = Thread.objects.get(pk=thread_id)
+    thread = checkpoint_selectors.thread(thread_id)
     values = load_checkpoint(thread_id=thread_id, agent=thread.agent).values if thread.head_id else {}
     requests = list(thread.approval_requests.select_related("decided_by").order_by("created_at"))
     return {

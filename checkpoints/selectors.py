@@ -1,5 +1,7 @@
-"""Reads of the store that the apps above it ask for, so that none of them touches how values
-are stored (list items, runs, sealing) or how pending writes are kept."""
+"""Reads of the store that the apps above it ask for, so that none of them queries its models
+itself or touches how values are stored (list items, runs, sealing) or how pending writes are
+kept. Thread rows come back as `Thread` (the read shape the inbox lists and links by foreign
+key); a missing one raises Thread.DoesNotExist, like any Django model."""
 
 import json
 from typing import Any
@@ -11,6 +13,29 @@ from django.db.models import QuerySet, Subquery
 
 from checkpoints.models import PendingWrite, StoredValue, Thread
 from checkpoints.storage.crypto import SealError, current_sealer
+
+
+def thread(thread_id: str) -> Thread:
+    """The thread with its head, or raise Thread.DoesNotExist."""
+    return Thread.objects.select_related("head").get(pk=thread_id)
+
+
+def thread_exists(thread_id: str) -> bool:
+    return Thread.objects.filter(pk=thread_id).exists()
+
+
+def thread_agent(thread_id: str) -> str | None:
+    """The agent that runs the thread, or None if there is no such thread."""
+    return Thread.objects.filter(pk=thread_id).values_list("agent", flat=True).first()
+
+
+def all_threads() -> QuerySet[Thread, Thread]:
+    return Thread.objects.all()
+
+
+def threads_in(ids: "QuerySet[Any, Any]") -> QuerySet[Thread, Thread]:
+    """The threads whose ids a query (say, of approval requests' thread ids) yields."""
+    return Thread.objects.filter(pk__in=ids)
 
 
 def threads_matching(q: str) -> QuerySet[Thread, Any]:

@@ -5,7 +5,9 @@ import time
 import pytest
 from django.utils import timezone
 
+from agents import llm
 from agents.lease import held_lease
+from agents.runtime import run_step
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import CheckpointSource, Thread, ThreadStatus
@@ -71,3 +73,33 @@ def test_many_held_leases_are_renewed_by_one_heartbeat_thread_with_one_update() 
             _heartbeat.renew()
         assert len([q for q in queries if q["sql"].startswith("UPDATE")]) == 1
     assert all(r.lease_owner == "" for r in Thread.objects.filter(pk__in=ids))
+
+
+def test_a_step_sent_for_a_thread_deleted_since_ends_at_once_instead_of_waiting_for_its_lease() -> None:
+    thread_id = make_thread()
+    head = get_backend().get_thread(thread_id=thread_id).head_id
+    get_backend().delete_thread(thread_id=thread_id)
+
+    outcome = run_step(thread_id=thread_id, checkpoint_id=str(head), worker="w1")
+
+    assert outcome.kind == "gone"  # not "busy": its task would retry for a lease nobody can take
+
+
+def test_a_thread_deleted_while_its_step_waits_on_the_model_ends_the_step_with_nothing_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thread_id = make_thread()
+    head = get_backend().get_thread(thread_id=thread_id).head_id
+    asked: list[str] = []
+
+    def operator_deletes_the_thread_meanwhile(**kwargs: object) -> llm.ModelReply:
+        asked.append(thread_id)
+        get_backend().delete_thread(thread_id=thread_id)
+        return llm.ModelReply(content="All done.", tool_calls=[], model="scripted")
+
+    monkeypatch.setattr(llm, "complete", operator_deletes_the_thread_meanwhile)
+
+    outcome = run_step(thread_id=thread_id, checkpoint_id=str(head), worker="w1")
+
+    assert (outcome.kind, asked) == ("gone", [thread_id])
+    assert not Thread.objects.filter(pk=thread_id).exists()

@@ -14,6 +14,7 @@ from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread
 from approvals.models import ApprovalRequest, ApprovalStatus
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
 
 
@@ -47,16 +48,16 @@ def do_run(
 ) -> None:
     """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
     agent = langgraph_agent(assistant)
-    thread = Thread.objects.filter(pk=thread_id).first()
-    if thread is not None and thread.agent != agent.name:
-        raise InvalidInput({"assistant_id": f"the thread belongs to {thread.agent!r}"})
+    owner = checkpoint_selectors.thread_agent(thread_id)
+    if owner is not None and owner != agent.name:
+        raise InvalidInput({"assistant_id": f"the thread belongs to {owner!r}"})
     if resume is not None:
-        if thread is None:
+        if owner is None:
             raise Thread.DoesNotExist(thread_id)
         do_resume(user=user, thread_id=thread_id, resume=resume)
         return
     text = human_text(graph_input)
-    if thread is not None:
+    if owner is not None:
         do_continue_thread(thread_id, user=user, text=text)  # type: ignore[arg-type]
         return
     Access.of(user).require_operator("start")

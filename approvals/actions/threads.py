@@ -8,6 +8,7 @@ from django.db import transaction
 from agents import actions as agent_actions
 from approvals.access import Access
 from approvals.actions.audit import do_audit
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import ThreadData
 from checkpoints.diff import diff_values, summary
 from checkpoints.models import Thread
@@ -15,7 +16,7 @@ from checkpoints.models import Thread
 
 def access_thread(*, user: User, thread_id: str) -> Thread:
     """Fetch a thread the user may read, or raise Thread.DoesNotExist."""
-    thread = Thread.objects.select_related("head").get(pk=thread_id)
+    thread = checkpoint_selectors.thread(thread_id)
     if not Access.of(user).can_see_thread(thread.pk):
         raise Thread.DoesNotExist
     return thread

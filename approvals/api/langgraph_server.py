@@ -34,6 +34,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.langgraph_runs import do_run, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.http import AuthedRequest
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointNotFound
 from checkpoints.models import Thread, ThreadStatus
@@ -162,7 +163,7 @@ def _assistant(agent: LangGraphAgent) -> dict[str, Any]:
 
 def _visible(request: AuthedRequest, thread_id: str) -> Thread:
     """A LangGraph agent's thread the user may see (an unknown agent's is a 404 too)."""
-    thread = Thread.objects.select_related("head").get(pk=thread_id)
+    thread = checkpoint_selectors.thread(thread_id)
     langgraph_agent(thread.agent)
     if not Access.of(request.user).can_see_thread(thread_id):
         raise Thread.DoesNotExist(thread_id)
@@ -239,7 +240,7 @@ def _settled(thread_id: str) -> Thread:
     """Wait until the thread stops at a gate or ends (RUN_WAIT_S at most), and return it."""
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     while True:
-        thread = Thread.objects.select_related("head").get(pk=thread_id)
+        thread = checkpoint_selectors.thread(thread_id)
         if thread.status in SETTLED or time.monotonic() > deadline:
             return thread
         time.sleep(0.2)
@@ -261,7 +262,7 @@ def get_assistant(request: AuthedRequest, assistant_id: str) -> Any:
 @api.post("/threads")
 def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
     """A thread id for the first run to start (Gatehouse threads begin with their first message)."""
-    if body.thread_id and Thread.objects.filter(pk=body.thread_id).exists():
+    if body.thread_id and checkpoint_selectors.thread_exists(body.thread_id):
         if body.if_exists != "do_nothing":
             return _error(request, 409, f"Thread {body.thread_id} already exists.")
         return _thread(_visible(request, body.thread_id))
@@ -379,7 +380,7 @@ def _snapshot(
     """The thread's head and status, and the events since the head last shown (none if it has not
     moved), with the LangGraph checkpoint they reach."""
     try:
-        thread = Thread.objects.get(pk=thread_id)
+        thread = checkpoint_selectors.thread(thread_id)
         if thread.head_id == shown:
             return shown, thread.status, [], since
         head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
@@ -396,10 +397,10 @@ def _snapshot(
 
 def _langgraph_head(thread_id: str) -> str:
     """The LangGraph checkpoint a thread's head stands at ("" before its first segment)."""
-    thread = Thread.objects.filter(pk=thread_id).values_list("agent", flat=True).first()
-    if thread is None:
+    agent = checkpoint_selectors.thread_agent(thread_id)
+    if agent is None:
         return ""
-    return str(load_checkpoint(thread_id=thread_id, agent=thread).values.get("langgraph_checkpoint") or "")
+    return str(load_checkpoint(thread_id=thread_id, agent=agent).values.get("langgraph_checkpoint") or "")
 
 
 def _updates(head: CheckpointData, *, agent: str, since: str) -> tuple[list[dict[str, Any]], str]:
@@ -443,7 +444,7 @@ def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
 
 
 def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
-    if Thread.objects.filter(pk=thread_id).exists():
+    if checkpoint_selectors.thread_exists(thread_id):
         _visible(request, thread_id)
     resume = (body.command or {}).get("resume")
     if body.command and resume is None:

@@ -1,7 +1,8 @@
 """The checkpoint backend interface and the typed shapes it trades in.
 
-Modelled on Django's session backends: everything shared lives here; the block at the end
-lists what a backend must implement. Every backend passes checkpoints/tests/contract.py.
+Modelled on Django's session backends, in four parts a backend implements: thread lifecycle,
+checkpoint storage, retention and the cross-thread store. Every backend passes
+checkpoints/tests/contract*.py.
 """
 
 from collections.abc import Collection
@@ -148,8 +149,71 @@ StoreItems = list[StoreItem]
 Names = list[str]
 
 
-class BaseCheckpointBackend:
-    """Shared behaviour; subclasses implement the block at the end."""
+class ThreadLifecycle:
+    """Threads as rows: create, read, lock, status, the single-writer lease, delete.
+
+    Not the layout's business, but every backend keeps them: the memory backend runs the
+    runtime's unit tests with leases in memory. What the apps above read of threads beyond this
+    is in checkpoints.selectors, and the reconciler's repairs in checkpoints.orphans."""
+
+    def create_thread(
+        self,
+        *,
+        thread_id: str,
+        agent: str,
+        first: NewCheckpoint,
+        status: ThreadStatus,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[ThreadData, CheckpointData]:
+        """Create a thread with its first checkpoint as head. Raise ThreadExists if taken, and
+        InvalidThreadId if thread_id breaks checkpoints.ids' rule (callers check it first)."""
+        raise NotImplementedError("a checkpoint backend must provide create_thread()")
+
+    def get_thread(self, *, thread_id: str) -> ThreadData:
+        raise NotImplementedError("a checkpoint backend must provide get_thread()")
+
+    def lock_thread(self, *, thread_id: str) -> ThreadData:
+        """Return the thread, locked against other writers until the transaction ends.
+        Call inside transaction.atomic()."""
+        raise NotImplementedError("a checkpoint backend must provide lock_thread()")
+
+    def set_status(
+        self,
+        *,
+        thread_id: str,
+        status: ThreadStatus,
+        expected_head: str | None = None,
+        error: str = "",
+    ) -> bool:
+        """Set the thread's status; when expected_head is given, only if the head is still it."""
+        raise NotImplementedError("a checkpoint backend must provide set_status()")
+
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
+        """Take the thread's lease if it is free, expired, or already ours."""
+        raise NotImplementedError("a checkpoint backend must provide claim()")
+
+    def release(self, *, thread_id: str, owner: str) -> None:
+        raise NotImplementedError("a checkpoint backend must provide release()")
+
+    def hand_off(self, *, thread_id: str, owner: str) -> bool:
+        """Let owner's lease lapse now, keeping owner's name on it; return whether owner held it.
+
+        A step calls it in its commit: the next step may claim the thread at once, and until
+        owner releases it (after sending that step) the reconciler can tell a worker that died
+        before sending it."""
+        raise NotImplementedError("a checkpoint backend must provide hand_off()")
+
+    def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
+        """Extend the unexpired leases these owners still hold by ttl_s, in one write; return how many."""
+        raise NotImplementedError("a checkpoint backend must provide renew()")
+
+    def delete_thread(self, *, thread_id: str) -> None:
+        """Delete the thread with its checkpoints, stored values and writes."""
+        raise NotImplementedError("a checkpoint backend must provide delete_thread()")
+
+
+class CheckpointStorage:
+    """Checkpoints and their pending writes: what varies with how a backend lays values out."""
 
     def verify(self, checkpoint: CheckpointData) -> CheckpointData:
         """Return the checkpoint if its digest matches its values, else raise CorruptCheckpoint.
@@ -171,29 +235,6 @@ class BaseCheckpointBackend:
             raise CorruptCheckpoint(checkpoint.thread_id, checkpoint.id)
         return checkpoint
 
-    # --- What a backend must implement ---------------------------------------------------
-
-    def create_thread(
-        self,
-        *,
-        thread_id: str,
-        agent: str,
-        first: NewCheckpoint,
-        status: ThreadStatus,
-        metadata: dict[str, Any] | None = None,
-    ) -> tuple[ThreadData, CheckpointData]:
-        """Create a thread with its first checkpoint as head. Raise ThreadExists if taken, and
-        InvalidThreadId if thread_id breaks checkpoints.ids' rule (callers check it first)."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide create_thread()")
-
-    def get_thread(self, *, thread_id: str) -> ThreadData:
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide get_thread()")
-
-    def lock_thread(self, *, thread_id: str) -> ThreadData:
-        """Return the thread, locked against other writers until the transaction ends.
-        Call inside transaction.atomic()."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide lock_thread()")
-
     def put(
         self,
         *,
@@ -205,65 +246,33 @@ class BaseCheckpointBackend:
     ) -> CheckpointData:
         """Write a checkpoint under parent_id and move the head to it, if the head is still
         expected_head (compare-and-swap); else raise HeadConflict and write nothing."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide put()")
+        raise NotImplementedError("a checkpoint backend must provide put()")
 
     def get(self, *, thread_id: str, checkpoint_id: str | None = None) -> CheckpointData:
         """Load a checkpoint (the head when checkpoint_id is None), verifying its digest."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide get()")
+        raise NotImplementedError("a checkpoint backend must provide get()")
 
     def list(self, *, thread_id: str, limit: int | None = None) -> list[CheckpointData]:
         """Every checkpoint of the thread with its values, newest first, across all branches.
         Loads every state: pages of history want history()."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide list()")
+        raise NotImplementedError("a checkpoint backend must provide list()")
 
     def history(self, *, thread_id: str, limit: int | None = 50, before: str | None = None) -> Summaries:
         """The newest `limit` checkpoints without values, older than `before` (a checkpoint id)
         when given: one indexed query however long the thread."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide history()")
-
-    def set_status(
-        self,
-        *,
-        thread_id: str,
-        status: ThreadStatus,
-        expected_head: str | None = None,
-        error: str = "",
-    ) -> bool:
-        """Set the thread's status; when expected_head is given, only if the head is still it."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide set_status()")
-
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
-        """Take the thread's lease if it is free, expired, or already ours."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide claim()")
-
-    def release(self, *, thread_id: str, owner: str) -> None:
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide release()")
-
-    def hand_off(self, *, thread_id: str, owner: str) -> bool:
-        """Let owner's lease lapse now, keeping owner's name on it; return whether owner held it.
-
-        A step calls it in its commit: the next step may claim the thread at once, and until
-        owner releases it (after sending that step) the reconciler can tell a worker that died
-        before sending it."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide hand_off()")
-
-    def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
-        """Extend the unexpired leases these owners still hold by ttl_s, in one write; return how many."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide renew()")
+        raise NotImplementedError("a checkpoint backend must provide history()")
 
     def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
         """Record a unit of work's result; return False (keeping the first) if already recorded."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide put_write()")
+        raise NotImplementedError("a checkpoint backend must provide put_write()")
 
     def get_writes(self, *, thread_id: str, checkpoint_id: str) -> dict[str, tuple[str, Any]]:
         """Every recorded write against a checkpoint: task_id -> (kind, value)."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide get_writes()")
+        raise NotImplementedError("a checkpoint backend must provide get_writes()")
 
-    def delete_thread(self, *, thread_id: str) -> None:
-        """Delete the thread with its checkpoints, stored values and writes."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide delete_thread()")
 
-    # --- Retention and storage ---------------------------------------------------------
+class Retention:
+    """Pruning, storage size and re-encryption, over the same layout."""
 
     def prune(
         self,
@@ -276,39 +285,41 @@ class BaseCheckpointBackend:
         """Delete the thread's checkpoints beyond the newest keep_last or created before
         older_than, except its head and `protected`; re-link kept children to their nearest
         kept ancestor; delete the stored values nothing kept refers to."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide prune()")
+        raise NotImplementedError("a checkpoint backend must provide prune()")
 
     def agents(self) -> Names:
         """The agents that have threads."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide agents()")
+        raise NotImplementedError("a checkpoint backend must provide agents()")
 
     def prune_candidates(
         self, *, agent: str, keep_last: int | None = None, older_than: datetime | None = None
     ) -> Names:
         """Threads of the agent that have checkpoints older than older_than (besides the head)
         or more than keep_last: the ones prune() may shorten."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide prune_candidates()")
+        raise NotImplementedError("a checkpoint backend must provide prune_candidates()")
 
     def storage_bytes(self, *, thread_id: str) -> int:
         """What the thread costs in storage: its checkpoints, stored values and writes."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide storage_bytes()")
+        raise NotImplementedError("a checkpoint backend must provide storage_bytes()")
 
     def reseal(self, *, batch_size: int = 500) -> int:
         """Re-encrypt every stored value, write and store item with the first configured key
         (encrypting plaintext left from before a key was set). Return the rows rewritten."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide reseal()")
+        raise NotImplementedError("a checkpoint backend must provide reseal()")
 
-    # --- The cross-thread store (use checkpoints.store.Store, which adds the tenant) ---
+
+class CrossThreadStore:
+    """The cross-thread store (use checkpoints.store.Store, which adds the tenant)."""
 
     def store_put(
         self, *, namespace: tuple[str, ...], key: str, value: Any, ttl_s: float | None = None
     ) -> None:
         """Set the value under (namespace, key); namespace[0] is the tenant."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide store_put()")
+        raise NotImplementedError("a checkpoint backend must provide store_put()")
 
     def store_get(self, *, namespace: tuple[str, ...], key: str) -> StoreItem | None:
         """The unexpired item under (namespace, key), or None."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide store_get()")
+        raise NotImplementedError("a checkpoint backend must provide store_get()")
 
     def store_search(
         self,
@@ -320,11 +331,16 @@ class BaseCheckpointBackend:
     ) -> StoreItems:
         """Unexpired items whose namespace starts with prefix (at least the tenant), newest
         first; `filter` keeps items whose value has those top-level key/value pairs."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide store_search()")
+        raise NotImplementedError("a checkpoint backend must provide store_search()")
 
     def store_delete(self, *, namespace: tuple[str, ...], key: str) -> bool:
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide store_delete()")
+        raise NotImplementedError("a checkpoint backend must provide store_delete()")
 
     def store_purge_expired(self) -> int:
         """Delete expired store items; return how many."""
-        raise NotImplementedError("subclasses of BaseCheckpointBackend must provide store_purge_expired()")
+        raise NotImplementedError("a checkpoint backend must provide store_purge_expired()")
+
+
+class BaseCheckpointBackend(ThreadLifecycle, CheckpointStorage, Retention, CrossThreadStore):
+    """A checkpoint backend: every part above. Subclasses implement each stub
+    (NotImplementedError); every backend passes checkpoints/tests/contract*.py."""

@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.actions.transfer import export_thread
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointNotFound
 from checkpoints.models import Thread
 
@@ -19,7 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, thread_id: str, file: Path, branch: str | None, **options: Any) -> None:
         try:
-            thread = Thread.objects.get(pk=thread_id)
+            thread = checkpoint_selectors.thread(thread_id)
         except Thread.DoesNotExist as exc:
             raise CommandError(f"No thread {thread_id!r}.") from exc
         try:
