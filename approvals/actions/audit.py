@@ -63,6 +63,26 @@ def do_audit(
     return event
 
 
+def audit_request(
+    request_: ApprovalRequest,
+    *,
+    actor: AbstractBaseUser | AnonymousUser | None,
+    action: str,
+    data: dict[str, Any],
+    seen: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Record an action on a request, with what its reviewer saw of it (`seen`, when taken
+    before the action changed the request; else its facts now) and the action's `data`."""
+    return do_audit(
+        actor=actor,
+        action=action,
+        thread_id=request_.thread_id,
+        checkpoint_id=str(request_.checkpoint_id),
+        approval=request_,
+        data={**(request_facts(request_) if seen is None else seen), **data},
+    )
+
+
 def request_facts(request_: ApprovalRequest) -> dict[str, Any]:
     """What a reviewer saw of a request: recorded with every action on it."""
     return {

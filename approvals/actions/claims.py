@@ -16,7 +16,7 @@ from django.utils import timezone
 from agents.actions import InvalidInput
 from approvals import events
 from approvals.access import Access
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request
 from approvals.actions.decisions import describe_closed
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, ApprovalStatus
@@ -55,14 +55,7 @@ def _set_claim(request_: ApprovalRequest, user: AbstractBaseUser | None, *, now:
 
 
 def _changed(request_: ApprovalRequest, *, actor: AbstractBaseUser | None, action: str, **data: str) -> None:
-    do_audit(
-        actor=actor,
-        action=action,
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        approval=request_,
-        data={**request_facts(request_), **data},
-    )
+    audit_request(request_, actor=actor, action=action, data=data)
     request_id, queues = request_.pk, [request_.queue]
     events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=queues))
 

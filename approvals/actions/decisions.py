@@ -12,7 +12,7 @@ from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
 from approvals import events
 from approvals.access import Access
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.signoffs import do_signoff, needs_signoffs
 from approvals.actions.undo import do_schedule_effect, do_take_effect_now
@@ -205,20 +205,13 @@ def _apply(
         *("status", "decided_by", "decided_at", "decision_args", "decision_message"),
         *("claimed_by", "claimed_at", "claim_active_at"),
     ]
-    facts: dict[str, Any] = {**request_facts(request_), "args": valid.args, "message": valid.message}
+    facts: dict[str, Any] = {"args": valid.args, "message": valid.message}
     if rule is not None:
         request_.policy_id, request_.policy_name, request_.policy_version = rule.id, rule.name, rule.version
         fields += ["policy", "policy_name", "policy_version"]
         facts["policy"] = {"id": rule.id, "name": rule.name, "version": rule.version}
     request_.save(update_fields=fields)
-    do_audit(
-        actor=reviewer,
-        action=f"decision.{valid.decision}",
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        approval=request_,
-        data=facts,
-    )
+    audit_request(request_, actor=reviewer, action=f"decision.{valid.decision}", data=facts)
     ids = [request_.pk]
     events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
 

@@ -5,7 +5,6 @@ at the same moment either wins or is told the request expired; every expiry is a
 """
 
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,7 +12,7 @@ from django.utils import timezone
 from agents import gates
 from approvals import events
 from approvals.actions import notify
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request, request_facts
 from approvals.actions.decisions import lock_request, supersede
 from approvals.actions.undo import do_take_effect_now
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
@@ -65,7 +64,7 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save()
     do_take_effect_now(request_)
-    _audit(request_, action="expiry.reject", facts=request_facts(request_), reason=reason)
+    audit_request(request_, actor=None, action="expiry.reject", data={"reason": reason})
     gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
     ids = [request_.pk]
     events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
@@ -78,18 +77,9 @@ def _escalate(request_: ApprovalRequest) -> None:
     request_.expires_at = None  # in the new queue it waits for a decision
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save()
-    _audit(request_, action="expiry.escalate", facts=seen, reason=reason, to=target)
+    audit_request(
+        request_, actor=None, action="expiry.escalate", seen=seen, data={"reason": reason, "to": target}
+    )
     request_id = request_.pk
     events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=[source, target]))
     notify.notify_on_commit(event=notify.ESCALATED, request_ids=[request_id])
-
-
-def _audit(request_: ApprovalRequest, *, action: str, facts: dict[str, Any], **data: str) -> None:
-    do_audit(
-        actor=None,
-        action=action,
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        approval=request_,
-        data={**facts, **data},
-    )

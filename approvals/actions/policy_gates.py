@@ -4,7 +4,7 @@ approvers for each request just opened. Runs inside the step's transaction."""
 import logging
 from typing import Any
 
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request
 from approvals.actions.decisions import do_decide_by_policy
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, PolicyAction
@@ -70,14 +70,11 @@ def _apply(request_: ApprovalRequest, *, rule: Rule) -> bool:
         request_.required_approvals, request_.required_groups = rule.approvers, list(rule.groups)
         fields += ["required_approvals", "required_groups"]
     request_.save(update_fields=fields)
-    do_audit(
+    audit_request(
+        request_,
         actor=None,
         action=f"policy.{rule.action}",
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        approval=request_,
         data={
-            **request_facts(request_),
             "policy": {"id": rule.id, "name": rule.name, "version": rule.version},
             "required": request_.required_approvals,
             "groups": request_.required_groups,

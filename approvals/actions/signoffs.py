@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from approvals import events
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, Signoff
 
@@ -52,14 +52,11 @@ def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_
         raise AlreadySignedOff("You already approved this; it needs another reviewer's approval.")
     Signoff.objects.create(request=request_, reviewer=reviewer, args=edited_args)  # type: ignore[misc]
     count = request_.signoffs.count()
-    do_audit(
+    audit_request(
+        request_,
         actor=reviewer,
         action="decision.signoff",
-        thread_id=request_.thread_id,
-        checkpoint_id=str(request_.checkpoint_id),
-        approval=request_,
         data={
-            **request_facts(request_),
             "args": edited_args,
             "approvals": count,
             "required": request_.required_approvals,

@@ -20,7 +20,7 @@ from agents.gates import HumanDecision
 from agents.tools import Decision
 from approvals import events
 from approvals.access import Access
-from approvals.actions.audit import do_audit, request_facts
+from approvals.actions.audit import audit_request, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus
 from checkpoints.backends import get_backend
@@ -132,21 +132,15 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
             raise TooLateToUndo("Nothing to undo: no decision here is inside its undo window.")
         if request_.decided_by_id != user.pk and not Access.of(user).can_manage_claims:
             raise NotAllowed("Only the reviewer who decided this (or an admin) can undo it.")
-        undone = {**request_facts(request_), "undone": request_.status, "args": request_.decision_args}
+        seen = request_facts(request_)
+        undone = {"undone": request_.status, "args": request_.decision_args}
         # Under the two-person rule the count restarts: the arguments approved may have been an edit.
         request_.signoffs.all().delete()
         request_.status, request_.undo_until = ApprovalStatus.PENDING, None
         request_.decided_by, request_.decided_at = None, None
         request_.decision_args, request_.decision_message = None, ""
         request_.save()
-        do_audit(
-            actor=user,
-            action="decision.undo",
-            thread_id=request_.thread_id,
-            checkpoint_id=str(request_.checkpoint_id),
-            approval=request_,
-            data=undone,
-        )
+        audit_request(request_, actor=user, action="decision.undo", seen=seen, data=undone)
         ids = [request_.pk]
         events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
         events.on_commit(lambda: events.send_requests_closed(request_ids=ids))  # re-render its page
