@@ -1,11 +1,18 @@
 """The LangGraph server API at /langgraph, driven by LangGraph's own client (langgraph-sdk), as a
 LangGraph user or Agent Inbox would: against live daphne, a real worker and the offline model."""
 
+import time
 from typing import Any
 
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import AuthenticationError, ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import (
+    AuthenticationError,
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnprocessableEntityError,
+)
 
 from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
@@ -163,6 +170,96 @@ def test_a_run_streams_each_nodes_update_and_the_interrupt_as_langgraph_does(cli
     assert (
         parts[-1].event == "values" and parts[-1].data["messages"][-1] == updates[-1]["model"]["messages"][-1]
     )
+
+
+def test_a_run_streams_each_message_a_node_adds_with_its_node_as_messages_tuple(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "Please refund order ORD-1001"}]}
+
+    parts = list(client.runs.stream(thread_id, AGENT, input=ask, stream_mode="messages-tuple"))
+
+    assert {part.event for part in parts[1:]} == {"messages"}
+    sent = [(meta["langgraph_node"], message["type"]) for message, meta in (part.data for part in parts[1:])]
+    # Not the question (it was the input), nor the call the tools node returns again with its result.
+    assert sent == [("model", "ai"), ("tools", "tool"), ("model", "ai")]
+    [refund_call] = parts[-1].data[0]["tool_calls"]
+    assert (refund_call["name"], parts[-1].data[1]["thread_id"]) == ("issue_refund", thread_id)
+    steps = [part.data[1]["langgraph_step"] for part in parts[1:]]
+    assert steps == sorted(steps) and len(set(steps)) == 3
+
+    resume = {"resume": {"decisions": [{"type": "approve"}]}}
+    parts = list(
+        client.runs.stream(thread_id, AGENT, command=resume, stream_mode=["messages-tuple", "updates"])
+    )
+
+    events = [
+        (part.event, next(iter(part.data)) if part.event == "updates" else part.data[1]["langgraph_node"])
+        for part in parts[1:]
+    ]
+    assert events == [
+        ("messages", "tools"),
+        ("updates", "tools"),
+        ("messages", "model"),
+        ("updates", "model"),
+    ]
+    final = [part.data[0] for part in parts if part.event == "messages"][-1]
+    assert "Refund of $42.50 issued" in final["content"]
+    assert final == client.threads.get_state(thread_id)["values"]["messages"][-1]
+
+
+def test_update_state_is_an_operators_edit_and_langgraph_asks_again_about_the_edited_call(
+    client: Any, live_server_url: str
+) -> None:
+    thread_id = ask_refund(client)
+    state = client.threads.get_state(thread_id)
+    proposed = state["values"]["messages"][-1]
+    [call] = proposed["tool_calls"]
+    edited = {**proposed, "tool_calls": [{**call, "args": {**call["args"], "amount_cents": 1000}}]}
+    rita = make_user("rita", "reviewer")
+    reviewer = get_sync_client(
+        url=f"{live_server_url}/langgraph", api_key=do_create_token(user=rita, name="r")
+    )
+
+    with pytest.raises(PermissionDeniedError):
+        reviewer.threads.update_state(thread_id, {"messages": [edited]})
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.update_state(thread_id, {"messages": [edited]}, as_node="model")
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.update_state(thread_id, {"langgraph_checkpoint": "x"})
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.update_state(thread_id, {"messages": [{"type": "remove", "id": "no-such-message"}]})
+    with pytest.raises(UnprocessableEntityError):
+        client.threads.update_state(thread_id, {"messages": [edited]}, checkpoint_id="an-earlier-one")
+    assert client.threads.get_state(thread_id)["values"] == state["values"]  # nothing changed
+
+    written = client.threads.update_state(thread_id, {"messages": [edited]})
+
+    assert written["checkpoint"]["gatehouse_checkpoint"] != state["checkpoint"]["gatehouse_checkpoint"]
+    assert AuditEvent.objects.filter(thread_id=thread_id, action="thread.update", actor_name="ada").exists()
+    # Shown at once, whether or not the next step has written it to LangGraph's state yet.
+    shown = client.threads.get_state(thread_id)["values"]["messages"][-1]
+    assert (shown["id"], shown["tool_calls"][0]["args"]["amount_cents"]) == (proposed["id"], 1000)
+    # The interrupted node runs again on the edited call (replaced by id, not appended) and asks anew.
+    asked = wait_interrupted(client, thread_id, amount_cents=1000)
+    assert len(asked["values"]["messages"]) == len(state["values"]["messages"])
+    assert ApprovalRequest.objects.filter(thread_id=thread_id, status="superseded").count() == 1
+    values = client.runs.wait(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert "Refund of $10.00 issued for order ORD-1001" in values["messages"][-1]["content"]
+    assert list(Refund.objects.values_list("amount_cents", flat=True)) == [1000]
+
+
+def wait_interrupted(client: Any, thread_id: str, *, amount_cents: int) -> Any:
+    """The thread's state once it is interrupted about a refund of amount_cents (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        state = client.threads.get_state(thread_id)
+        asked = [
+            r["args"]["amount_cents"] for i in state["interrupts"] for r in i["value"]["action_requests"]
+        ]
+        if client.threads.get(thread_id)["status"] == "interrupted" and asked[:1] == [amount_cents]:
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
 
 
 def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:

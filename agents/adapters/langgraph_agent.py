@@ -201,6 +201,19 @@ class LangGraphAgent(SegmentAgent):
             return {**after, "prompt": after["messages"][-1]["content"]}
         return {**after, "pending_edit": True}
 
+    def reduced_messages(self, messages: list[dict[str, Any]], update: Any) -> list[dict[str, Any]]:
+        """The conversation after LangGraph's add_messages reduces `update` into it (a message or a
+        list, in any shape LangChain reads: a known id replaces its message, a RemoveMessage removes
+        one, others go at the end), in the shape the pages show: what a LangGraph client's
+        update_state asks for, as an edit. Raises ValueError on what LangChain cannot read."""
+        current: list[Any] = [_langchain(m) for m in messages]
+        reduced: list[BaseMessage] = add_messages(current, update)  # type: ignore[assignment]
+        return _chat(reduced, before=messages)
+
+    def shown_as_langchain(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages as the pages show them, as LangChain dumps them (a LangGraph client's shape)."""
+        return [_langchain(m).model_dump(mode="json") for m in messages]
+
     def _write_edit(self, config: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
         """Make the conversation at LangGraph's checkpoint `config` the one a person edited, with
         LangGraph's own update_state: a changed message replaces its original (same id), a removed

@@ -6,13 +6,14 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from agents.actions import InvalidInput, check_start_thread, do_start_thread
+from agents.actions import InvalidInput, Written, check_start_thread, do_start_thread
 from agents.adapters.langgraph_agent import LangGraphAgent, split_gate_key
+from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
 from approvals.access import Access
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
-from approvals.actions.threads import do_continue_thread
+from approvals.actions.threads import do_continue_thread, do_edit_state
 from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
@@ -118,3 +119,34 @@ def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:
     if kind == "ignore":
         return {"decision": "reject", "message": "Ignored by a reviewer"}
     raise InvalidInput({"command": f"unknown decision type {kind!r}"})
+
+
+def do_update_state(
+    *, user: AbstractBaseUser, thread_id: str, values: Any, as_node: str | None, checkpoint_id: str | None
+) -> Written:
+    """A LangGraph client's update_state, as an operator's edit of the conversation (the same
+    permission, rules, ledger entry and 409s): its `messages` reduced into the thread's as
+    LangGraph's add_messages does. The node stopped at an interrupt runs again on the edit."""
+    if as_node is not None:
+        raise InvalidInput(
+            {
+                "as_node": "not served: an update edits the conversation, and the node stopped "
+                "at an interrupt runs again on it"
+            }
+        )
+    if not isinstance(values, dict) or set(values) != {"messages"}:
+        raise InvalidInput({"values": "only the conversation can be updated: send {'messages': [...]}"})
+    agent = langgraph_agent(checkpoint_selectors.thread(thread_id).agent)
+    head = load_checkpoint(thread_id=thread_id, agent=agent.name)
+    if checkpoint_id not in (None, head.id, head.values.get("langgraph_checkpoint")):
+        raise InvalidInput(
+            {
+                "checkpoint": "only the thread's latest state can be updated (fork from an "
+                "earlier one in the console)"
+            }
+        )
+    try:
+        messages = agent.reduced_messages(head.values.get("messages", []), values["messages"])
+    except (ValueError, TypeError, NotImplementedError) as exc:  # a client's input, in any shape
+        raise InvalidInput({"values.messages": f"not messages LangGraph can add: {exc}"}) from exc
+    return do_edit_state(thread_id, user=user, values={**head.values, "messages": messages})  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -31,7 +32,7 @@ from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent
 from approvals.access import Access
 from approvals.actions.errors import Conflict
-from approvals.actions.langgraph_runs import do_run, langgraph_agent, langgraph_agents
+from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.http import AuthedRequest
 from checkpoints import selectors as checkpoint_selectors
@@ -49,7 +50,7 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
     ThreadStatus.FAILED: "error",
 }
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
-STREAM_MODES = {"values", "updates"}
+STREAM_MODES = {"values", "updates", "messages-tuple"}
 UPDATES_LIMIT = 200  # LangGraph checkpoints one poll reads back at most
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 
@@ -115,6 +116,13 @@ def wrong_status(request: HttpRequest, exc: ThreadStateError) -> HttpResponse:
 @api.exception_handler(PermissionError)
 def forbidden(request: HttpRequest, exc: PermissionError) -> HttpResponse:
     return _error(request, 403, str(exc))
+
+
+class UpdateStateIn(Schema):
+    values: Any = None
+    as_node: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
 
 
 class SearchIn(Schema):
@@ -184,6 +192,8 @@ def _state_at(checkpoint: CheckpointData, *, agent: str) -> dict[str, Any]:
     if config["configurable"]["checkpoint_id"]:
         snapshot = graph.compiled.get_state(config)  # type: ignore[arg-type]
         values = {k: _jsonable(v) for k, v in (snapshot.values or {}).items()}
+    if checkpoint.values.get("pending_edit"):  # edited here, written to LangGraph by the next step
+        values["messages"] = graph.shown_as_langchain(checkpoint.values.get("messages", []))
     tasks = [{"id": i["id"], "name": "interrupt", "interrupts": [i], "error": None} for i in interrupts]
     return {
         "values": values,
@@ -304,6 +314,21 @@ def get_state(request: AuthedRequest, thread_id: str) -> Any:
     return _state(_visible(request, thread_id))
 
 
+@api.post("/threads/{thread_id}/state")
+def update_state(request: AuthedRequest, thread_id: str, body: UpdateStateIn) -> Any:
+    """An edit of the thread's conversation (an operator's), reduced as LangGraph's add_messages."""
+    thread = _visible(request, thread_id)
+    given = body.checkpoint or {}
+    written = do_update_state(
+        user=request.user,
+        thread_id=thread_id,
+        values=body.values,
+        as_node=body.as_node,
+        checkpoint_id=body.checkpoint_id or given.get("gatehouse_checkpoint") or given.get("checkpoint_id"),
+    )
+    return {"checkpoint": _state_at(written.checkpoint, agent=thread.agent)["checkpoint"]}
+
+
 @api.post("/threads/{thread_id}/history")
 def get_history(request: AuthedRequest, thread_id: str, body: HistoryIn) -> Any:
     """The thread's checkpoints, newest first (Gatehouse's, each as a LangGraph state)."""
@@ -338,12 +363,13 @@ def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
 
 @api.post("/threads/{thread_id}/runs/stream")
 def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> StreamingHttpResponse:
-    """Server-sent events: the run's metadata, then after each step the thread's values and/or
-    each node's update (LangGraph's own, read from its checkpoints), until the run stops at a gate
-    or ends (LANGGRAPH_RUN_WAIT_S at most)."""
+    """Server-sent events: the run's metadata, then after each step the thread's values, each
+    node's update and/or each message a node added (LangGraph's own, read from its checkpoints),
+    until the run stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most). Messages come whole
+    when their step commits, as LangGraph streams a message it did not stream token by token."""
     modes = {body.stream_mode} if isinstance(body.stream_mode, str) else set(body.stream_mode)
     if not modes or modes - STREAM_MODES:
-        raise InvalidInput({"stream_mode": "served: 'values' and 'updates'"})
+        raise InvalidInput({"stream_mode": "served: 'values', 'updates' and 'messages-tuple'"})
     since = _langgraph_head(thread_id)  # before the run starts: its updates are what comes after
     _start(request, thread_id, body)
     run = _run(thread_id, body.assistant_id, "pending")
@@ -385,9 +411,15 @@ def _snapshot(
             return shown, thread.status, [], since
         head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
         events: list[tuple[str, Any]] = []
-        if "updates" in modes:
-            updates, since = _updates(head, agent=thread.agent, since=since)
-            events += [("updates", update) for update in updates]
+        if modes & {"updates", "messages-tuple"}:
+            ran, since = _tasks_since(head, agent=thread.agent, since=since)
+            for task in ran:  # as LangGraph: a node's messages while it runs, its update at its end
+                if "messages-tuple" in modes:
+                    events += [("messages", message) for message in _messages(task, thread_id)]
+                if "updates" in modes:
+                    events.append(("updates", {task.node: task.result}))
+            if "updates" in modes and ran and (interrupts := head.values.get("interrupts")):
+                events.append(("updates", {"__interrupt__": list(interrupts)}))
         if "values" in modes:
             events.append(("values", _state_at(head, agent=thread.agent)["values"]))
         return thread.head_id, thread.status, events, since
@@ -403,10 +435,18 @@ def _langgraph_head(thread_id: str) -> str:
     return str(load_checkpoint(thread_id=thread_id, agent=agent).values.get("langgraph_checkpoint") or "")
 
 
-def _updates(head: CheckpointData, *, agent: str, since: str) -> tuple[list[dict[str, Any]], str]:
-    """What each node returned between LangGraph's checkpoint `since` and the one `head` stands at,
-    oldest first, as LangGraph's `updates` mode streams it ({node: update}; the interrupts a run
-    stopped at as {"__interrupt__": [...]}), and the checkpoint reached."""
+@dataclass(frozen=True)
+class _Ran:
+    node: str
+    step: int
+    result: Any
+    had: frozenset[str]
+    """The ids of the messages the node ran with."""
+
+
+def _tasks_since(head: CheckpointData, *, agent: str, since: str) -> tuple[list[_Ran], str]:
+    """What each node returned between LangGraph's checkpoint `since` and the one `head` stands
+    at, oldest first, and the checkpoint reached."""
     graph = langgraph_agent(agent)
     config = graph.checkpoint_config(head.values, thread_id=head.thread_id)
     reached = config["configurable"]["checkpoint_id"]
@@ -420,15 +460,33 @@ def _updates(head: CheckpointData, *, agent: str, since: str) -> tuple[list[dict
         and len(passed) < UPDATES_LIMIT
     ):
         passed.append(graph.compiled.get_state(passed[-1].parent_config))
-    updates = [
-        {task.name: _jsonable(task.result)}
+    ran = [
+        _Ran(
+            node=task.name,
+            step=(snapshot.metadata or {}).get("step", -1) + 1,
+            result=_jsonable(task.result),
+            had=frozenset(str(m.id) for m in (snapshot.values or {}).get("messages", []) if hasattr(m, "id")),
+        )
         for snapshot in reversed(passed)
         for task in snapshot.tasks
         if task.result is not None and task.name != "__start__"
     ]
-    if interrupts := head.values.get("interrupts"):
-        updates.append({"__interrupt__": list(interrupts)})
-    return updates, reached
+    return ran, reached
+
+
+def _messages(task: _Ran, thread_id: str) -> list[list[Any]]:
+    """The messages a node added, as LangGraph's `messages-tuple` mode streams them: [message,
+    metadata] (its update's `messages`, one message or a list, but not one it ran with and
+    returned again: LangGraph tells them by id)."""
+    added = task.result.get("messages") if isinstance(task.result, dict) else None
+    if isinstance(added, dict):
+        added = [added]
+    metadata = {"langgraph_node": task.node, "langgraph_step": task.step, "thread_id": thread_id}
+    return [
+        [message, metadata]
+        for message in added or []
+        if isinstance(message, dict) and str(message.get("id")) not in task.had
+    ]
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}/join")
