@@ -262,6 +262,45 @@ def wait_interrupted(client: Any, thread_id: str, *, amount_cents: int) -> Any:
         time.sleep(0.2)
 
 
+def test_agent_inbox_submits_with_an_events_stream_and_resolves_a_thread_by_updating_it_as_the_end(
+    client: Any, live_server_url: str
+) -> None:
+    thread_id = ask_refund(client)
+    # Submit, as Agent Inbox sends it for LangChain's middleware: a resume streamed in `events` mode.
+    resume = {"resume": {"decisions": [{"type": "approve", "args": None}]}}
+
+    parts = list(client.runs.stream(thread_id, AGENT, command=resume, stream_mode="events"))
+
+    events = [part.data for part in parts[1:]]
+    assert {part.event for part in parts[1:]} == {"events"}
+    shown = [(e["event"], e["metadata"]["langgraph_node"]) for e in events]  # what the inbox reads
+    assert shown == [
+        ("on_chain_start", "tools"),
+        ("on_chain_end", "tools"),
+        ("on_chain_start", "model"),
+        ("on_chain_end", "model"),
+    ]
+    assert "Refund of $42.50 issued" in events[-1]["data"]["output"]["messages"][-1]["content"]
+    assert client.threads.get(thread_id)["status"] == "idle"
+
+    # "Mark as resolved": no values, as the graph's end. It ends the thread, as an operator's cancel.
+    other = ask_refund(client)
+    rita = make_user("rita", "reviewer")
+    reviewer = get_sync_client(
+        url=f"{live_server_url}/langgraph", api_key=do_create_token(user=rita, name="r")
+    )
+    with pytest.raises(PermissionDeniedError):
+        reviewer.threads.update_state(other, None, as_node="__end__")
+    assert client.threads.get(other)["status"] == "interrupted"
+
+    client.threads.update_state(other, None, as_node="__end__")
+
+    assert client.threads.get(other)["status"] == "idle"
+    assert ApprovalRequest.objects.get(thread_id=other).status == "superseded"
+    assert AuditEvent.objects.filter(thread_id=other, action="thread.cancel", actor_name="ada").exists()
+    assert Refund.objects.count() == 1  # the first thread's
+
+
 def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:
     thread_id = ask_refund(client)
     state = client.threads.get_state(thread_id)

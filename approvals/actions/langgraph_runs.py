@@ -13,7 +13,7 @@ from agents.registry import UnknownAgent, registry
 from approvals.access import Access
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
-from approvals.actions.threads import do_continue_thread, do_edit_state
+from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
 from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
@@ -121,12 +121,21 @@ def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:
     raise InvalidInput({"command": f"unknown decision type {kind!r}"})
 
 
+END = "__end__"
+
+
 def do_update_state(
     *, user: AbstractBaseUser, thread_id: str, values: Any, as_node: str | None, checkpoint_id: str | None
-) -> Written:
+) -> Written | None:
     """A LangGraph client's update_state, as an operator's edit of the conversation (the same
     permission, rules, ledger entry and 409s): its `messages` reduced into the thread's as
-    LangGraph's add_messages does. The node stopped at an interrupt runs again on the edit."""
+    LangGraph's add_messages does. The node stopped at an interrupt runs again on the edit.
+
+    No values as the graph's end (what Agent Inbox's "mark as resolved" sends) ends the thread:
+    an operator's cancel, its open requests superseded. Returns None then."""
+    if as_node == END and values is None:
+        do_control(thread_id, user=user, verb="cancel")  # type: ignore[arg-type]
+        return None
     if as_node is not None:
         raise InvalidInput(
             {

@@ -50,7 +50,7 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
     ThreadStatus.FAILED: "error",
 }
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
-STREAM_MODES = {"values", "updates", "messages-tuple"}
+STREAM_MODES = {"values", "updates", "messages-tuple", "events"}
 UPDATES_LIMIT = 200  # LangGraph checkpoints one poll reads back at most
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 
@@ -316,7 +316,8 @@ def get_state(request: AuthedRequest, thread_id: str) -> Any:
 
 @api.post("/threads/{thread_id}/state")
 def update_state(request: AuthedRequest, thread_id: str, body: UpdateStateIn) -> Any:
-    """An edit of the thread's conversation (an operator's), reduced as LangGraph's add_messages."""
+    """An edit of the thread's conversation (an operator's), reduced as LangGraph's add_messages;
+    no values as the graph's end ends the thread (Agent Inbox's "mark as resolved")."""
     thread = _visible(request, thread_id)
     given = body.checkpoint or {}
     written = do_update_state(
@@ -326,7 +327,8 @@ def update_state(request: AuthedRequest, thread_id: str, body: UpdateStateIn) ->
         as_node=body.as_node,
         checkpoint_id=body.checkpoint_id or given.get("gatehouse_checkpoint") or given.get("checkpoint_id"),
     )
-    return {"checkpoint": _state_at(written.checkpoint, agent=thread.agent)["checkpoint"]}
+    state = _state_at(written.checkpoint, agent=thread.agent) if written else _state(thread)
+    return {"checkpoint": state["checkpoint"]}
 
 
 @api.post("/threads/{thread_id}/history")
@@ -369,7 +371,7 @@ def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> Str
     when their step commits, as LangGraph streams a message it did not stream token by token."""
     modes = {body.stream_mode} if isinstance(body.stream_mode, str) else set(body.stream_mode)
     if not modes or modes - STREAM_MODES:
-        raise InvalidInput({"stream_mode": "served: 'values', 'updates' and 'messages-tuple'"})
+        raise InvalidInput({"stream_mode": "served: 'values', 'updates', 'messages-tuple' and 'events'"})
     since = _langgraph_head(thread_id)  # before the run starts: its updates are what comes after
     _start(request, thread_id, body)
     run = _run(thread_id, body.assistant_id, "pending")
@@ -411,13 +413,22 @@ def _snapshot(
             return shown, thread.status, [], since
         head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
         events: list[tuple[str, Any]] = []
-        if modes & {"updates", "messages-tuple"}:
+        if modes & {"updates", "messages-tuple", "events"}:
             ran, since = _tasks_since(head, agent=thread.agent, since=since)
             for task in ran:  # as LangGraph: a node's messages while it runs, its update at its end
+                if "events" in modes:
+                    events.append(("events", _chain_event("on_chain_start", task, thread_id, data={})))
                 if "messages-tuple" in modes:
                     events += [("messages", message) for message in _messages(task, thread_id)]
                 if "updates" in modes:
                     events.append(("updates", {task.node: task.result}))
+                if "events" in modes:
+                    events.append(
+                        (
+                            "events",
+                            _chain_event("on_chain_end", task, thread_id, data={"output": task.result}),
+                        )
+                    )
             if "updates" in modes and ran and (interrupts := head.values.get("interrupts")):
                 events.append(("updates", {"__interrupt__": list(interrupts)}))
         if "values" in modes:
@@ -472,6 +483,20 @@ def _tasks_since(head: CheckpointData, *, agent: str, since: str) -> tuple[list[
         if task.result is not None and task.name != "__start__"
     ]
     return ran, reached
+
+
+def _chain_event(kind: str, task: _Ran, thread_id: str, *, data: dict[str, Any]) -> dict[str, Any]:
+    """A node's start or end as LangChain's astream_events (v2) reports it, from its checkpoint:
+    what Agent Inbox reads to show the node a resumed run is in."""
+    return {
+        "event": kind,
+        "name": task.node,
+        "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"gatehouse:{thread_id}:{task.step}:{task.node}")),
+        "tags": [f"graph:step:{task.step}"],
+        "metadata": {"langgraph_node": task.node, "langgraph_step": task.step, "thread_id": thread_id},
+        "data": data,
+        "parent_ids": [],
+    }
 
 
 def _messages(task: _Ran, thread_id: str) -> list[list[Any]]:
