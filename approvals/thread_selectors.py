@@ -113,10 +113,12 @@ def paused_by(thread: Thread) -> AuditEvent | None:
 
 def change_notes(thread: Thread, checkpoints: list[CheckpointSummary]) -> dict[str, str]:
     """'forked by olga from step 0: messages[0].content "…1001" → "…1003"', by checkpoint id
-    (the newest NOTE_LIMIT forks and edits: each costs two checkpoint loads)."""
+    (the newest NOTE_LIMIT forks and edits). What changed is what the ledger recorded, in one
+    query; an edit it has no entry for (say, an imported thread's) is diffed against its parent."""
     by_id = {c.id: c for c in checkpoints}
     notes = {}
     edits = [c for c in checkpoints if c.source in (CheckpointSource.FORK, CheckpointSource.UPDATE)]
+    recorded = recorded_changes(thread.id, checkpoint_ids=[c.id for c in edits[:NOTE_LIMIT]])
     for c in edits[:NOTE_LIMIT]:
         who = c.created_by.partition(":")[2] or c.created_by or "someone"
         parent = by_id.get(c.parent_id or "")
@@ -124,12 +126,25 @@ def change_notes(thread: Thread, checkpoints: list[CheckpointSummary]) -> dict[s
             head = f"forked by {who}" + (f" from step {parent.step}" if parent else "")
         else:
             head = f"state edited by {who}"
-        try:
-            changes = diff_against_parent(checkpoint(thread, c.id))
-        except CheckpointError:
-            changes = []
+        changes = recorded.get(c.id)
+        if changes is None:
+            try:
+                changes = diff_against_parent(checkpoint(thread, c.id), agent=thread.agent)
+            except CheckpointError:
+                changes = []
         notes[c.id] = f"{head}: {describe_changes(changes)}" if changes else f"{head}, nothing edited"
     return notes
+
+
+def recorded_changes(thread_id: str, *, checkpoint_ids: list[str]) -> dict[str, list[Change]]:
+    """What the ledger recorded an operator changed at these checkpoints (edits and forks)."""
+    events = AuditEvent.objects.filter(
+        thread_id=thread_id, checkpoint_id__in=checkpoint_ids, action__in=("thread.update", "thread.fork")
+    ).values_list("checkpoint_id", "data")
+    return {
+        checkpoint_id: [Change(**change) for change in data.get("changes", [])]
+        for checkpoint_id, data in events
+    }
 
 
 def describe_changes(changes: list[Change], *, limit: int = 2) -> str:
@@ -154,10 +169,10 @@ def checkpoint(thread: Thread, checkpoint_id: str) -> CheckpointData:
     return load_checkpoint(thread_id=thread.id, checkpoint_id=checkpoint_id, agent=thread.agent)
 
 
-def diff_against_parent(item: CheckpointData) -> list[Change]:
+def diff_against_parent(item: CheckpointData, *, agent: str | None = None) -> list[Change]:
     if not item.parent_id:
         return diff_values({}, item.values)
-    parent = load_checkpoint(thread_id=item.thread_id, checkpoint_id=item.parent_id)
+    parent = load_checkpoint(thread_id=item.thread_id, checkpoint_id=item.parent_id, agent=agent)
     return diff_values(parent.values, item.values)
 
 

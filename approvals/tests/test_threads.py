@@ -4,7 +4,9 @@ audited, and never applied halfway."""
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from agents.actions import InvalidInput, ThreadStateError, replay_warnings
 from approvals.actions.errors import NotAllowed
@@ -241,3 +243,33 @@ def test_the_thread_page_says_what_the_operator_did_in_words(verb: str, said: st
     response = client.post(f"/threads/{request_.thread_id}/control/{verb}/", follow=True)
 
     assert [str(m) for m in response.context["messages"]] == [said]
+
+
+def test_the_notes_on_edits_come_from_the_ledger_at_a_cost_that_does_not_grow_with_them() -> None:
+    olga = make_user("olga", "operator")
+    thread_id = make_gate().thread_id
+    client = Client()
+    client.force_login(olga)
+
+    def edit(amount: int) -> None:
+        values = head_values(thread_id)
+        call = values["messages"][-1]["tool_calls"][0]
+        call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001", "amount_cents": amount})
+        do_edit_state(thread_id, user=olga, values=values)
+
+    def page_queries() -> tuple[int, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(f"/threads/{thread_id}/")
+        assert response.status_code == 200
+        return len(queries), list(response.context["notes"].values())
+
+    edit(100)
+    edit(200)
+    few, notes = page_queries()
+    for amount in range(300, 1500, 100):
+        edit(amount)
+    many, more_notes = page_queries()
+
+    assert notes[0].startswith("state edited by olga: messages[1].tool_calls[0].function.arguments")
+    assert (len(notes), len(more_notes)) == (2, 14)
+    assert many == few  # a note cost two checkpoint loads: the page took 20 queries with 2 edits, 80 with 14
