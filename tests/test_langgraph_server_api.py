@@ -17,7 +17,9 @@ from langgraph_sdk.errors import (
 from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, AuditEvent
+from checkpoints.models import LangGraphCheckpoint, Thread
 from tests.factories import Api, api_for, make_user
+from tests.live import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -299,6 +301,27 @@ def test_agent_inbox_submits_with_an_events_stream_and_resolves_a_thread_by_upda
     assert ApprovalRequest.objects.get(thread_id=other).status == "superseded"
     assert AuditEvent.objects.filter(thread_id=other, action="thread.cancel", actor_name="ada").exists()
     assert Refund.objects.count() == 1  # the first thread's
+
+
+def test_a_run_that_fails_ends_its_stream_with_an_error_event_saying_why(client: Any) -> None:
+    thread_id = ask_refund(client)
+    # Someone alters LangGraph's checkpoint in the database: it no longer matches its digest.
+    stored = LangGraphCheckpoint.objects.filter(thread_id=thread_id)
+    latest = stored.order_by("-checkpoint_id").first()
+    assert latest is not None
+    stored.filter(checkpoint_id=latest.checkpoint_id).update(metadata={**latest.metadata, "forged": True})
+    resume = {"resume": {"decisions": [{"type": "approve"}]}}
+
+    parts = list(client.runs.stream(thread_id, AGENT, command=resume, stream_mode="values"))
+
+    assert parts[-1].event == "error" and "failed its SHA-256 digest check" in parts[-1].data["message"]
+    with pytest.raises(ConflictError, match="digest check"):  # a clear 409, not a 500
+        client.threads.get_state(thread_id)
+    wait_for(lambda: Thread.objects.get(pk=thread_id).status == "failed", timeout=20, message="failed")
+    assert "digest check" in Thread.objects.get(pk=thread_id).error
+    [listed] = client.threads.search(status="error")  # one such thread does not break the list
+    assert (listed["thread_id"], listed["values"]) == (thread_id, {})
+    assert Refund.objects.count() == 0
 
 
 def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:

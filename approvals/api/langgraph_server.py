@@ -11,6 +11,7 @@ conversation in the console or the HTTP API).
 
 import asyncio
 import json
+import logging
 import re
 import time
 import uuid
@@ -37,8 +38,10 @@ from approvals.actions.tokens import access_token_user
 from approvals.http import AuthedRequest
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, CheckpointNotFound
+from checkpoints.backends.base import CheckpointData, CheckpointError, CheckpointNotFound, CorruptCheckpoint
 from checkpoints.models import Thread, ThreadStatus
+
+log = logging.getLogger(__name__)
 
 SETTLED = {ThreadStatus.WAITING, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED}
 STATUS = {  # Gatehouse's thread status as LangGraph's
@@ -101,6 +104,11 @@ def unknown_thread(request: HttpRequest, exc: Exception) -> HttpResponse:
 @api.exception_handler(CheckpointNotFound)
 def unknown_checkpoint(request: HttpRequest, exc: CheckpointNotFound) -> HttpResponse:
     return _error(request, 404, "Checkpoint not found.")
+
+
+@api.exception_handler(CorruptCheckpoint)
+def corrupt_checkpoint(request: HttpRequest, exc: CorruptCheckpoint) -> HttpResponse:
+    return _error(request, 409, str(exc))
 
 
 @api.exception_handler(Conflict)
@@ -219,7 +227,10 @@ def _jsonable(value: Any) -> Any:
 
 
 def _thread(thread: Thread) -> dict[str, Any]:
-    state = _state(thread)
+    try:
+        state = _state(thread)
+    except CorruptCheckpoint:  # still listed, with its status; its state is refused where asked for
+        state = {"values": {}, "interrupts": []}
     interrupts = state["interrupts"]
     return {
         "thread_id": thread.pk,
@@ -367,8 +378,9 @@ def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
 def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> StreamingHttpResponse:
     """Server-sent events: the run's metadata, then after each step the thread's values, each
     node's update and/or each message a node added (LangGraph's own, read from its checkpoints),
-    until the run stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most). Messages come whole
-    when their step commits, as LangGraph streams a message it did not stream token by token."""
+    until the run stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most); a run that failed ends
+    with an `error` event saying why. Messages come whole when their step commits, as LangGraph
+    streams a message it did not stream token by token."""
     modes = {body.stream_mode} if isinstance(body.stream_mode, str) else set(body.stream_mode)
     if not modes or modes - STREAM_MODES:
         raise InvalidInput({"stream_mode": "served: 'values', 'updates', 'messages-tuple' and 'events'"})
@@ -392,9 +404,15 @@ async def _events(thread_id: str, run_id: str, *, modes: set[str], since: str) -
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     shown: Any = None
     while True:
-        shown, status, events, since = await sync_to_async(_snapshot)(
-            thread_id, shown=shown, modes=modes, since=since
-        )
+        try:
+            shown, status, events, since = await sync_to_async(_snapshot)(
+                thread_id, shown=shown, modes=modes, since=since
+            )
+        except Exception as exc:  # the response has begun: an error event is the only way to say so
+            log.exception("the stream of thread %s failed", thread_id)
+            failure = str(exc) if isinstance(exc, CheckpointError) else "the thread's state could not be read"
+            yield _sse("error", {"error": type(exc).__name__, "message": failure})
+            return
         for event, data in events:
             yield _sse(event, data)
         if status in SETTLED or time.monotonic() > deadline:
@@ -409,8 +427,11 @@ def _snapshot(
     moved), with the LangGraph checkpoint they reach."""
     try:
         thread = checkpoint_selectors.thread(thread_id)
+        failed: list[tuple[str, Any]] = []
+        if thread.status == ThreadStatus.FAILED:  # as LangGraph's server ends a run that raised
+            failed.append(("error", {"error": "RunError", "message": thread.error or "The run failed."}))
         if thread.head_id == shown:
-            return shown, thread.status, [], since
+            return shown, thread.status, failed, since
         head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
         events: list[tuple[str, Any]] = []
         if modes & {"updates", "messages-tuple", "events"}:
@@ -433,7 +454,7 @@ def _snapshot(
                 events.append(("updates", {"__interrupt__": list(interrupts)}))
         if "values" in modes:
             events.append(("values", _state_at(head, agent=thread.agent)["values"]))
-        return thread.head_id, thread.status, events, since
+        return thread.head_id, thread.status, events + failed, since
     finally:
         connection.close()  # not held between polls (the web process's pool is small)
 
