@@ -170,6 +170,9 @@ LANGGRAPH = [
     Row("post", "/langgraph/threads/search", (NOAUTH, 200, 200, 200, 200), {}),
     Row("get", "/langgraph/threads/{A}", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/state", (NOAUTH, 404, 404, 404, 404)),
+    # A LangGraph thread's update_state: reviewers 403, operators 200 (tests/test_langgraph_server_api.py).
+    Row("post", "/langgraph/threads/{A}/state", (NOAUTH, 404, 404, 404, 404), {"values": {"messages": []}}),
+    Row("post", "/langgraph/threads/{fresh}/state", (NOAUTH, 404, 404, 404, 404), {"as_node": "__end__"}),
     Row(
         "post",
         "/langgraph/threads/{fresh}/runs",

@@ -1,0 +1,60 @@
+"""A Gatehouse thread as LangGraph's server shows it: its statuses, and a checkpoint as a state
+(values from LangGraph's own checkpoint there, its interrupts as tasks)."""
+
+from typing import Any
+
+from agents.loading import load_checkpoint
+from approvals.actions.langgraph_runs import langgraph_agent
+from checkpoints.backends.base import CheckpointData
+from checkpoints.models import Thread, ThreadStatus
+
+SETTLED = {ThreadStatus.WAITING, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED}
+"""Where a run stops: at a gate, or at the end."""
+STATUS = {  # Gatehouse's thread status as LangGraph's
+    ThreadStatus.RUNNING: "busy",
+    ThreadStatus.PAUSED: "busy",
+    ThreadStatus.WAITING: "interrupted",
+    ThreadStatus.DONE: "idle",
+    ThreadStatus.CANCELLED: "idle",
+    ThreadStatus.FAILED: "error",
+}
+
+
+def thread_state(thread: Thread) -> dict[str, Any]:
+    """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
+    return state_at(load_checkpoint(thread_id=thread.pk, agent=thread.agent), agent=thread.agent)
+
+
+def state_at(checkpoint: CheckpointData, *, agent: str) -> dict[str, Any]:
+    """A checkpoint of a LangGraph agent's thread as LangGraph's server shows a state."""
+    graph = langgraph_agent(agent)
+    interrupts = checkpoint.values.get("interrupts") or []
+    config = graph.checkpoint_config(checkpoint.values, thread_id=checkpoint.thread_id)
+    values: dict[str, Any] = {"messages": checkpoint.values.get("messages", [])}
+    if config["configurable"]["checkpoint_id"]:
+        snapshot = graph.compiled.get_state(config)  # type: ignore[arg-type]
+        values = {k: jsonable(v) for k, v in (snapshot.values or {}).items()}
+    if checkpoint.values.get("pending_edit"):  # edited here, written to LangGraph by the next step
+        values["messages"] = graph.shown_as_langchain(checkpoint.values.get("messages", []))
+    tasks = [{"id": i["id"], "name": "interrupt", "interrupts": [i], "error": None} for i in interrupts]
+    return {
+        "values": values,
+        "next": checkpoint.next,
+        "tasks": tasks,
+        "interrupts": list(interrupts),
+        # Gatehouse's id beside LangGraph's, so a state's checkpoint pages history (`before`).
+        "checkpoint": {**config["configurable"], "gatehouse_checkpoint": checkpoint.id},
+        "metadata": {"gatehouse_checkpoint": checkpoint.id, "step": checkpoint.step},
+        "created_at": checkpoint.created_at.isoformat() if checkpoint.created_at else None,
+        "parent_checkpoint": None,
+    }
+
+
+def jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value
