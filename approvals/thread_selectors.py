@@ -152,11 +152,23 @@ def describe_changes(changes: list[Change], *, limit: int = 2) -> str:
     parts = []
     for change in changes[:limit]:
         if change.kind == "changed":
-            parts.append(f"{change.path} “{_short(change.old_text)}” → “{_short(change.new_text)}”")
+            old, new = _from_first_difference(change.old_text, change.new_text)
+            parts.append(f"{change.path} “{_short(old)}” → “{_short(new)}”")
         else:
             parts.append(f"{change.path} {change.kind}")
     more = len(changes) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _from_first_difference(old: str, new: str, *, context: int = 16) -> tuple[str, str]:
+    """Both texts from a little before where they first differ: a long value's note shows what
+    changed ('…"amount_cents": 4250}' → '…"amount_cents": 1000}'), not the start they share."""
+    old, new = " ".join(old.split()), " ".join(new.split())
+    shared = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
+    )
+    cut = max(0, shared - context)
+    return ("…" + old[cut:], "…" + new[cut:]) if cut else (old, new)
 
 
 def _short(text: str, width: int = 40) -> str:

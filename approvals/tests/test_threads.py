@@ -271,5 +271,8 @@ def test_the_notes_on_edits_come_from_the_ledger_at_a_cost_that_does_not_grow_wi
     many, more_notes = page_queries()
 
     assert notes[0].startswith("state edited by olga: messages[1].tool_calls[0].function.arguments")
+    assert notes[0].endswith(
+        '“…"amount_cents": 100}” → “…"amount_cents": 200}”'
+    )  # what changed, not the start
     assert (len(notes), len(more_notes)) == (2, 14)
     assert many == few  # a note cost two checkpoint loads: the page took 20 queries with 2 edits, 80 with 14
