@@ -324,6 +324,24 @@ def test_a_run_that_fails_ends_its_stream_with_an_error_event_saying_why(client:
     assert Refund.objects.count() == 0
 
 
+def test_a_run_from_an_earlier_checkpoint_is_refused_rather_than_run_from_the_latest(client: Any) -> None:
+    thread_id = ask_refund(client)
+    earliest = client.threads.get_history(thread_id, limit=50)[-1]["checkpoint"]
+    resume = {"resume": {"decisions": [{"type": "approve"}]}}
+
+    with pytest.raises(UnprocessableEntityError, match="latest state"):
+        client.runs.create(thread_id, AGENT, command=resume, checkpoint=earliest)
+    with pytest.raises(UnprocessableEntityError):
+        client.runs.create(
+            "fresh-3", AGENT, input={"messages": [{"role": "user", "content": "Hi"}]}, checkpoint_id="x"
+        )
+    assert ApprovalRequest.objects.get(thread_id=thread_id).status == "pending"  # nothing decided
+
+    head = client.threads.get_state(thread_id)["checkpoint"]  # the latest, named: it goes on
+    values = client.runs.wait(thread_id, AGENT, command=resume, checkpoint=head)
+    assert "Refund of $42.50 issued" in values["messages"][-1]["content"]
+
+
 def test_history_lists_the_threads_checkpoints_newest_first_and_pages_with_before(client: Any) -> None:
     thread_id = ask_refund(client)
     state = client.threads.get_state(thread_id)

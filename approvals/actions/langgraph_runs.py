@@ -16,6 +16,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
 from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints import selectors as checkpoint_selectors
+from checkpoints.backends.base import CheckpointData
 from checkpoints.models import Thread
 
 
@@ -44,14 +45,35 @@ def human_text(graph_input: Any) -> str:
     return content
 
 
+def check_at_head(head: CheckpointData | None, *, checkpoint_id: str | None) -> None:
+    """A run or an update goes on from the thread's latest state: one asked for at an earlier
+    checkpoint (a client's branch) is refused, not run from the latest instead."""
+    at_head = head is not None and checkpoint_id in (head.id, head.values.get("langgraph_checkpoint"))
+    if checkpoint_id is not None and not at_head:
+        raise InvalidInput(
+            {"checkpoint": "only the thread's latest state goes on (fork from an earlier one in the console)"}
+        )
+
+
 def do_run(
-    *, user: AbstractBaseUser, thread_id: str, assistant: str, graph_input: Any = None, resume: Any = None
+    *,
+    user: AbstractBaseUser,
+    thread_id: str,
+    assistant: str,
+    graph_input: Any = None,
+    resume: Any = None,
+    checkpoint_id: str | None = None,
 ) -> None:
     """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
     agent = langgraph_agent(assistant)
     owner = checkpoint_selectors.thread_agent(thread_id)
     if owner is not None and owner != agent.name:
         raise InvalidInput({"assistant_id": f"the thread belongs to {owner!r}"})
+    if checkpoint_id is not None:
+        check_at_head(
+            load_checkpoint(thread_id=thread_id, agent=agent.name) if owner else None,
+            checkpoint_id=checkpoint_id,
+        )
     if resume is not None:
         if owner is None:
             raise Thread.DoesNotExist(thread_id)
@@ -147,13 +169,7 @@ def do_update_state(
         raise InvalidInput({"values": "only the conversation can be updated: send {'messages': [...]}"})
     agent = langgraph_agent(checkpoint_selectors.thread(thread_id).agent)
     head = load_checkpoint(thread_id=thread_id, agent=agent.name)
-    if checkpoint_id not in (None, head.id, head.values.get("langgraph_checkpoint")):
-        raise InvalidInput(
-            {
-                "checkpoint": "only the thread's latest state can be updated (fork from an "
-                "earlier one in the console)"
-            }
-        )
+    check_at_head(head, checkpoint_id=checkpoint_id)
     try:
         messages = agent.reduced_messages(head.values.get("messages", []), values["messages"])
     except (ValueError, TypeError, NotImplementedError) as exc:  # a client's input, in any shape

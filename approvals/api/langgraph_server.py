@@ -133,6 +133,8 @@ class RunIn(Schema):
     assistant_id: str
     input: Any = None
     command: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
 
 
 class StreamRunIn(RunIn):
@@ -272,13 +274,12 @@ def update_state(request: AuthedRequest, thread_id: str, body: UpdateStateIn) ->
     """An edit of the thread's conversation (an operator's), reduced as LangGraph's add_messages;
     no values as the graph's end ends the thread (Agent Inbox's "mark as resolved")."""
     thread = _visible(request, thread_id)
-    given = body.checkpoint or {}
     written = do_update_state(
         user=request.user,
         thread_id=thread_id,
         values=body.values,
         as_node=body.as_node,
-        checkpoint_id=body.checkpoint_id or given.get("gatehouse_checkpoint") or given.get("checkpoint_id"),
+        checkpoint_id=_checkpoint_id(body.checkpoint_id, body.checkpoint),
     )
     state = state_at(written.checkpoint, agent=thread.agent) if written else thread_state(thread)
     return {"checkpoint": state["checkpoint"]}
@@ -360,4 +361,11 @@ def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
         assistant=body.assistant_id,
         graph_input=body.input,
         resume=resume,
+        checkpoint_id=_checkpoint_id(body.checkpoint_id, body.checkpoint),
     )
+
+
+def _checkpoint_id(checkpoint_id: str | None, checkpoint: dict[str, Any] | None) -> str | None:
+    """The checkpoint a client names: an id, or a state's `checkpoint` as this server returned it."""
+    given = checkpoint or {}
+    return checkpoint_id or given.get("gatehouse_checkpoint") or given.get("checkpoint_id") or None
