@@ -43,10 +43,15 @@ async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str
             shown, status, events, since = await sync_to_async(_snapshot)(
                 thread_id, shown=shown, modes=modes, since=since
             )
-        except Exception as exc:  # the response has begun: an error event is the only way to say so
+        except CheckpointError as exc:  # the response has begun: an error event is how to say so
+            log.warning("the stream of thread %s stopped: %s", thread_id, exc)
+            yield _sse("error", {"error": type(exc).__name__, "message": str(exc)})
+            return
+        except Exception as exc:
             log.exception("the stream of thread %s failed", thread_id)
-            failure = str(exc) if isinstance(exc, CheckpointError) else "the thread's state could not be read"
-            yield _sse("error", {"error": type(exc).__name__, "message": failure})
+            yield _sse(
+                "error", {"error": type(exc).__name__, "message": "the thread's state could not be read"}
+            )
             return
         for event, data in events:
             yield _sse(event, data)
@@ -110,6 +115,10 @@ class _Ran:
     had: frozenset[str]
     """The ids of the messages the node ran with."""
 
+    def metadata(self, thread_id: str) -> dict[str, Any]:
+        """Where the node ran, as LangGraph's streams say it beside a message or an event."""
+        return {"langgraph_node": self.node, "langgraph_step": self.step, "thread_id": thread_id}
+
 
 def _tasks_since(head: CheckpointData, *, agent: str, since: str) -> tuple[list[_Ran], str]:
     """What each node returned between LangGraph's checkpoint `since` and the one `head` stands
@@ -149,7 +158,7 @@ def _chain_event(kind: str, task: _Ran, thread_id: str, *, data: dict[str, Any])
         "name": task.node,
         "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"gatehouse:{thread_id}:{task.step}:{task.node}")),
         "tags": [f"graph:step:{task.step}"],
-        "metadata": {"langgraph_node": task.node, "langgraph_step": task.step, "thread_id": thread_id},
+        "metadata": task.metadata(thread_id),
         "data": data,
         "parent_ids": [],
     }
@@ -162,7 +171,7 @@ def _messages(task: _Ran, thread_id: str) -> list[list[Any]]:
     added = task.result.get("messages") if isinstance(task.result, dict) else None
     if isinstance(added, dict):
         added = [added]
-    metadata = {"langgraph_node": task.node, "langgraph_step": task.step, "thread_id": thread_id}
+    metadata = task.metadata(thread_id)
     return [
         [message, metadata]
         for message in added or []
