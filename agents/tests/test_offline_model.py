@@ -359,8 +359,10 @@ def test_an_anonymous_caller_cannot_choose_a_delay_only_a_signed_worker_can() ->
         assert response.status_code == 200
         return time.monotonic() - started
 
-    assert took("120000") < 0.25  # unsigned: the server's own delay (0) applies
-    assert took(signed_delay(300) + "x") < 0.25  # a forged signature likewise
+    # Asking for two minutes and getting an answer within ten seconds cannot pass by
+    # timing luck, and leaves room for a slow shared machine.
+    assert took("120000") < 10  # unsigned: the server's own delay (0) applies
+    assert took(signed_delay(120_000) + "x") < 10  # a forged signature likewise
     assert took(signed_delay(300)) >= 0.3
 
 
