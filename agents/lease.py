@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from django.db import connections
 
 from checkpoints.backends import get_backend
+from checkpoints.backends.base import ThreadData
 
 logger = logging.getLogger(__name__)
 
@@ -78,15 +79,17 @@ _heartbeat = _Heartbeat()
 
 
 @contextmanager
-def held_lease(*, thread_id: str, owner: str, ttl_s: float) -> Iterator[bool]:
-    """Yield whether the lease was taken; while the block runs, keep renewing it."""
+def held_lease(*, thread_id: str, owner: str, ttl_s: float) -> Iterator[ThreadData | None]:
+    """Yield the thread as its lease was taken, or None if it was not; while the block runs,
+    keep renewing the lease."""
     backend = get_backend()
-    if not backend.claim(thread_id=thread_id, owner=owner, ttl_s=ttl_s):
-        yield False
+    thread = backend.claim(thread_id=thread_id, owner=owner, ttl_s=ttl_s)
+    if thread is None:
+        yield None
         return
     _heartbeat.add(owner, ttl_s)
     try:
-        yield True
+        yield thread
     finally:
         _heartbeat.remove(owner)
         backend.release(thread_id=thread_id, owner=owner)

@@ -15,7 +15,13 @@ from agents.lease import held_lease
 from agents.loading import upgraded_values
 from agents.registry import registry
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint, ThreadNotFound
+from checkpoints.backends.base import (
+    CheckpointData,
+    CorruptCheckpoint,
+    NewCheckpoint,
+    ThreadData,
+    ThreadNotFound,
+)
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 logger = logging.getLogger(__name__)
@@ -39,20 +45,20 @@ class _Superseded(Exception):
 def run_step(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutcome:
     """Run the node after checkpoint_id, if it is still the head of a running thread."""
     try:
-        with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as held:
-            if not held:
+        with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as thread:
+            if thread is None:
                 get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
                 return StepOutcome("busy")
-            return _run_claimed(thread_id=thread_id, checkpoint_id=checkpoint_id, worker=worker)
+            return _run_claimed(thread=thread, checkpoint_id=checkpoint_id, worker=worker)
     except ThreadNotFound:
         # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
         # is left to run or to write, and a busy retry would wait for a lease nobody can take.
         return StepOutcome("gone")
 
 
-def _run_claimed(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutcome:
+def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str) -> StepOutcome:
     backend = get_backend()
-    thread = backend.get_thread(thread_id=thread_id)
+    thread_id = thread.id
     if thread.head_id != checkpoint_id:
         return StepOutcome("stale")
     if thread.status != ThreadStatus.RUNNING:
@@ -115,13 +121,15 @@ def _commit(
 ) -> CheckpointData:
     backend = get_backend()
     with transaction.atomic():
-        thread = backend.lock_thread(thread_id=head.thread_id)
-        if thread.head_id != head.id or thread.status not in (ThreadStatus.RUNNING, ThreadStatus.PAUSED):
-            raise _Superseded
         # Only the lease's holder commits: a step whose lease lapsed and was taken over (its
         # heartbeat could not renew it) is dropped even if it finishes first. Handing the lease
-        # off here lets the next step claim it at once instead of finding it busy.
-        if not backend.hand_off(thread_id=head.thread_id, owner=worker):
+        # off here (it locks the thread too) lets the next step claim it at once instead of
+        # finding it busy; if this step is superseded, the rollback undoes the hand-off.
+        thread = backend.hand_off(thread_id=head.thread_id, owner=worker)
+        if thread is None:
+            backend.get_thread(thread_id=head.thread_id)  # raises ThreadNotFound if deleted
+            raise _Superseded
+        if thread.head_id != head.id or thread.status not in (ThreadStatus.RUNNING, ThreadStatus.PAUSED):
             raise _Superseded
         status = _next_status(step, current=thread.status)
         written = backend.put(

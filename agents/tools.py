@@ -1,10 +1,12 @@
 """Tools are plain typed Python functions; their argument schema comes from the signature."""
 
+import copy
 import inspect
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 import pydantic
@@ -144,6 +146,12 @@ class Tool:
         }
 
     def args_schema(self) -> dict[str, Any]:
+        # A copy: callers may change it, and the model is built every step from these.
+        return copy.deepcopy(self._args_schema)
+
+    @cached_property
+    def _args_schema(self) -> dict[str, Any]:
+        # Built once per tool: pydantic's schema generation cost more than a step's queries.
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema

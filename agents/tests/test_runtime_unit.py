@@ -511,7 +511,7 @@ def test_a_committed_step_hands_its_lease_off_so_the_next_step_claims_it_at_once
     release = memory_backend.release
 
     def next_step_arrives_before_release(*, thread_id: str, owner: str) -> None:
-        claimed_by_next.append(memory_backend.claim(thread_id=thread_id, owner="w2", ttl_s=60))
+        claimed_by_next.append(memory_backend.claim(thread_id=thread_id, owner="w2", ttl_s=60) is not None)
         release(thread_id=thread_id, owner=owner)
 
     monkeypatch.setattr(memory_backend, "release", next_step_arrives_before_release)

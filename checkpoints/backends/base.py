@@ -188,15 +188,17 @@ class ThreadLifecycle:
         """Set the thread's status; when expected_head is given, only if the head is still it."""
         raise NotImplementedError("a checkpoint backend must provide set_status()")
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
-        """Take the thread's lease if it is free, expired, or already ours."""
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
+        """Take the thread's lease if it is free, expired, or already ours; return the thread
+        if taken (None if not, or if there is no such thread)."""
         raise NotImplementedError("a checkpoint backend must provide claim()")
 
     def release(self, *, thread_id: str, owner: str) -> None:
         raise NotImplementedError("a checkpoint backend must provide release()")
 
-    def hand_off(self, *, thread_id: str, owner: str) -> bool:
-        """Let owner's lease lapse now, keeping owner's name on it; return whether owner held it.
+    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
+        """Let owner's lease lapse now, keeping owner's name on it, and return the thread locked
+        against other writers until the transaction ends; None if owner did not hold it.
 
         A step calls it in its commit: the next step may claim the thread at once, and until
         owner releases it (after sending that step) the reconciler can tell a worker that died

@@ -188,27 +188,27 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             self._threads[thread_id] = replace(thread, status=status, error=error, updated_at=timezone.now())
             return True
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
         with self._lock:
             if thread_id not in self._threads:
-                return False
+                return None
             holder, expires = self._leases.get(thread_id, ("", 0.0))
             if holder and holder != owner and expires > time.monotonic():
-                return False
+                return None
             self._leases[thread_id] = (owner, time.monotonic() + ttl_s)
-            return True
+            return self._threads[thread_id]
 
     def release(self, *, thread_id: str, owner: str) -> None:
         with self._lock:
             if self._leases.get(thread_id, ("", 0.0))[0] == owner:
                 del self._leases[thread_id]
 
-    def hand_off(self, *, thread_id: str, owner: str) -> bool:
+    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
         with self._lock:
-            if self._leases.get(thread_id, ("", 0.0))[0] != owner:
-                return False
+            if thread_id not in self._threads or self._leases.get(thread_id, ("", 0.0))[0] != owner:
+                return None
             self._leases[thread_id] = (owner, time.monotonic())
-            return True
+            return self._threads[thread_id]
 
     def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
         with self._lock:

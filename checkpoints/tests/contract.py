@@ -292,30 +292,32 @@ class ThreadsContract(Hooks):
 
     # --- leases -------------------------------------------------------------------------
 
-    def test_claim_takes_a_free_lease(self, backend: Any) -> None:
+    def test_claim_takes_a_free_lease_and_returns_the_thread(self, backend: Any) -> None:
         start(backend)
 
-        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60) is True
+        thread = backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
+
+        assert thread == backend.get_thread(thread_id=THREAD)
 
     def test_a_second_owner_cannot_claim_an_unexpired_lease(self, backend: Any) -> None:
         start(backend)
         backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
 
-        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is False
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is None
 
     def test_a_second_owner_can_claim_an_expired_lease(self, backend: Any) -> None:
         start(backend)
         backend.claim(thread_id=THREAD, owner="w1", ttl_s=0.05)
         time.sleep(0.1)
 
-        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is True
-        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60) is False
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is not None
+        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60) is None
 
     def test_the_owner_can_claim_its_lease_again(self, backend: Any) -> None:
         start(backend)
         backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
 
-        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60) is True
+        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60) is not None
 
     def test_release_frees_the_lease_for_another_owner(self, backend: Any) -> None:
         start(backend)
@@ -323,7 +325,7 @@ class ThreadsContract(Hooks):
 
         backend.release(thread_id=THREAD, owner="w1")
 
-        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is True
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is not None
 
     def test_release_by_another_owner_keeps_the_lease(self, backend: Any) -> None:
         start(backend)
@@ -331,10 +333,19 @@ class ThreadsContract(Hooks):
 
         backend.release(thread_id=THREAD, owner="w2")
 
-        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is False
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is None
 
-    def test_claim_of_an_unknown_thread_returns_false(self, backend: Any) -> None:
-        assert backend.claim(thread_id="nope", owner="w1", ttl_s=60) is False
+    def test_hand_off_returns_the_thread_to_its_holder_only(self, backend: Any) -> None:
+        start(backend)
+        backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
+
+        assert backend.hand_off(thread_id=THREAD, owner="w2") is None
+        assert backend.hand_off(thread_id=THREAD, owner="w1") == backend.get_thread(thread_id=THREAD)
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is not None  # lapsed at once
+        assert backend.hand_off(thread_id="nope", owner="w1") is None
+
+    def test_claim_of_an_unknown_thread_returns_none(self, backend: Any) -> None:
+        assert backend.claim(thread_id="nope", owner="w1", ttl_s=60) is None
 
     # --- writes -------------------------------------------------------------------------
 

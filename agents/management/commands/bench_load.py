@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,7 +165,7 @@ def run(
     web_env = {**env, "DB_CONN_MAX_AGE": "0", **child_env("web")}
     services = LiveServices(url=f"http://127.0.0.1:{port}", env=web_env)
     try:
-        services.start_web(port)
+        web = services.start_web(port)
         procs = start_workers(services, workers=workers, pool=pool)
         user = User.objects.create_superuser("bench", password=uuid.uuid4().hex)
         api = httpx.Client(
@@ -175,7 +175,14 @@ def run(
             limits=httpx.Limits(max_connections=HTTP_CLIENTS),
         )
         with api, Sampler(procs) as sampler:
-            result = measure(api, threads=threads, workers=workers, probes=probes, timeout=timeout)
+            result = measure(
+                api,
+                threads=threads,
+                workers=workers,
+                probes=probes,
+                timeout=timeout,
+                cpu=lambda: {"workers": cpu_s(procs), "web": cpu_s([web])},
+            )
         return {
             **result,
             "pool": pool,
@@ -265,6 +272,21 @@ def database_connections() -> int:
         return int(cursor.fetchone()[0])
 
 
+def cpu_s(procs: list[Any]) -> float:
+    """User and system CPU seconds used so far by these processes and their pool children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for proc in procs:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        kids = [int(c) for c in children.read_text().split()] if children.exists() else []
+        for each in (proc.pid, *kids):
+            with contextlib.suppress(OSError):
+                # utime and stime: fields 14 and 15, counted after the parenthesised name.
+                fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def rss_kb(pid: int) -> int:
     """The resident memory of a process and the processes it forked (a prefork pool)."""
     total = 0
@@ -278,13 +300,22 @@ def rss_kb(pid: int) -> int:
     return total
 
 
-def measure(api: httpx.Client, *, threads: int, workers: int, probes: int, timeout: float) -> dict[str, Any]:
+def measure(
+    api: httpx.Client,
+    *,
+    threads: int,
+    workers: int,
+    probes: int,
+    timeout: float,
+    cpu: Callable[[], dict[str, float]],
+) -> dict[str, Any]:
     probe_ids = parallel(lambda n: start(api, n), range(2 * probes))
     if not wait_until(lambda: status_count(probe_ids, "waiting") == len(probe_ids), timeout=timeout):
         raise CommandError("the probe threads did not reach their gates")
     probe_gates = list(ApprovalRequest.objects.filter(thread_id__in=probe_ids, status="pending"))
     idle = one_at_a_time(api, probe_gates[:probes], timeout=timeout)
 
+    cpu_before, probe_steps = cpu(), worker_steps(probe_ids)
     started = time.monotonic()
     with ThreadPoolExecutor(1) as background:
         starting = background.submit(parallel, lambda n: start(api, n), range(threads))
@@ -307,6 +338,7 @@ def measure(api: httpx.Client, *, threads: int, workers: int, probes: int, timeo
     done = wait_until(lambda: status_count(ids, "done") == threads, timeout=timeout)
     finished_s = time.monotonic() - decided
     steps_done = worker_steps(ids) - steps_gate
+    cpu_after, probe_steps = cpu(), worker_steps(probe_ids) - probe_steps
 
     latencies = resume_latencies_ms(requests=ApprovalRequest.objects.filter(pk__in=requests))
     refunds = Refund.objects.values("thread_id").annotate(n=Count("id"))
@@ -329,6 +361,12 @@ def measure(api: httpx.Client, *, threads: int, workers: int, probes: int, timeo
         "steps_per_s": round(steps / (gated_s + finished_s), 1),
         "steps_per_s_per_core": round(steps / (gated_s + finished_s) / cores, 1),
         "steps_per_s_per_worker": round(steps / (gated_s + finished_s) / workers, 1),
+        # Where a step's CPU goes: the workers run it; the web process serves the API's starts
+        # and decisions and the offline model's replies (the probes' steps ran meanwhile too).
+        "cpu_ms_per_step": {
+            name: round((cpu_after[name] - cpu_before[name]) * 1000 / (steps + probe_steps), 2)
+            for name in cpu_before
+        },
         "resume_latency_ms_p50": percentile(latencies, 50),
         "resume_latency_ms_p99": percentile(latencies, 99),
         "resume_latency_ms_max": round(max(latencies), 1) if latencies else None,

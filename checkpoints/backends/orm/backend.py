@@ -67,6 +67,19 @@ def _thread_data(thread: Thread) -> ThreadData:
     )
 
 
+def _updated_thread(
+    assignments: str, params: list[Any], *, where: str, where_params: list[Any], thread_id: str
+) -> ThreadData | None:
+    """UPDATE the thread's row if `where` holds and return it as it now is: one round trip
+    where the ORM takes two (an update, then a read). SQLite has RETURNING since 3.35."""
+    table = Thread._meta.db_table
+    rows = Thread.objects.raw(
+        f"UPDATE {table} SET {assignments} WHERE id = %s AND {where} RETURNING *",
+        [*params, thread_id, *where_params],
+    )
+    return next((_thread_data(row) for row in rows), None)
+
+
 class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def __init__(self) -> None:
         self.layouts = LayoutCache()
@@ -121,21 +134,28 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
             rows = rows.filter(head_id=_uuid(expected_head))
         return bool(rows.update(status=status, error=error, updated_at=timezone.now()))
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> bool:
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
         now = timezone.now()
-        free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
-        return bool(
-            Thread.objects.filter(free, pk=thread_id).update(
-                lease_owner=owner, lease_expires_at=now + timedelta(seconds=ttl_s)
-            )
+        return _updated_thread(
+            "lease_owner = %s, lease_expires_at = %s",
+            [owner, now + timedelta(seconds=ttl_s)],
+            where="(lease_expires_at IS NULL OR lease_expires_at < %s OR lease_owner = %s)",
+            where_params=[now, owner],
+            thread_id=thread_id,
         )
 
     def release(self, *, thread_id: str, owner: str) -> None:
         Thread.objects.filter(pk=thread_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
-    def hand_off(self, *, thread_id: str, owner: str) -> bool:
-        held = Thread.objects.filter(pk=thread_id, lease_owner=owner)
-        return bool(held.update(lease_expires_at=timezone.now()))
+    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
+        # The UPDATE locks the row as SELECT ... FOR UPDATE would, in the same round trip.
+        return _updated_thread(
+            "lease_expires_at = %s",
+            [timezone.now()],
+            where="lease_owner = %s",
+            where_params=[owner],
+            thread_id=thread_id,
+        )
 
     def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
         if not owners:
