@@ -10,7 +10,7 @@ goes through these functions and nothing else:
 3. resume_if_decided() sets the thread running again once nothing at its head is undecided:
    undecided() is the one definition, used by decide, expire, undo, policies, resume and import.
 4. supersede_gates() withdraws open gates when an operator moves the head past them.
-5. The runtime reads decisions_at() and the agent turns each into its next input
+5. The runtime reads decisions_for() and the agent turns each into its next input
    (Agent.validate_edit says which edited arguments it accepts).
 """
 
@@ -97,12 +97,17 @@ def decisions_at(*, thread_id: str, checkpoint_id: str) -> dict[str, HumanDecisi
     }
 
 
+def decisions_for(checkpoint: CheckpointData) -> dict[str, HumanDecision]:
+    """decisions_at(checkpoint), read only where it opened gates: a decision is always for a
+    gate of its checkpoint, so most steps (no gate at their head) need no query for it."""
+    if not checkpoint.metadata.get(GATES_KEY):
+        return {}
+    return decisions_at(thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id)
+
+
 def undecided(checkpoint: CheckpointData) -> set[str]:
     """The keys of the gates at `checkpoint` that have no recorded decision."""
-    gates = set(checkpoint.metadata.get(GATES_KEY, []))
-    if not gates:
-        return set()
-    return gates - set(decisions_at(thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id))
+    return set(checkpoint.metadata.get(GATES_KEY, [])) - set(decisions_for(checkpoint))
 
 
 def record_decision(*, thread_id: str, checkpoint_id: str, key: str, decision: HumanDecision) -> bool:

@@ -77,7 +77,7 @@ def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str) -> Step
     context = StepContext(
         thread_id=thread_id,
         checkpoint_id=head.id,
-        decisions=gates.decisions_at(thread_id=thread_id, checkpoint_id=head.id),
+        decisions=gates.decisions_for(head),
         run_once=partial(_run_once, thread_id, head.id),
     )
     try:
