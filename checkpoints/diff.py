@@ -64,9 +64,28 @@ def _sort_key(path: str) -> list[Any]:
 def _text(value: Any) -> str:
     if value is None:
         return ""
-    return (
-        value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-    )
+    if isinstance(value, str):
+        return value
+    return json.dumps(_readable(value), indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _readable(value: Any) -> Any:
+    """A tool call's arguments, which OpenAI's format keeps as a JSON string, shown as the
+    object they encode: a reader sees {"amount_cents": 4250}, not "{\\"amount_cents\\": 4250}"."""
+    if isinstance(value, list):
+        return [_readable(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    shown = {key: _readable(item) for key, item in value.items()}
+    arguments = value.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            shown["arguments"] = decoded
+    return shown
 
 
 def summary(changes: list[Change]) -> dict[str, Any]:
