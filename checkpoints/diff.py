@@ -70,22 +70,29 @@ def _text(value: Any) -> str:
 
 
 def _readable(value: Any) -> Any:
-    """A tool call's arguments, which OpenAI's format keeps as a JSON string, shown as the
-    object they encode: a reader sees {"amount_cents": 4250}, not "{\\"amount_cents\\": 4250}"."""
+    """A tool call's arguments and a tool's result, which OpenAI's format keeps as JSON strings,
+    shown as the objects they encode: {"amount_cents": 4250}, not "{\\"amount_cents\\": 4250}"."""
     if isinstance(value, list):
         return [_readable(item) for item in value]
     if not isinstance(value, dict):
         return value
     shown = {key: _readable(item) for key, item in value.items()}
-    arguments = value.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, dict):
-            shown["arguments"] = decoded
+    encoded = ["arguments", *(["content"] if value.get("role") == "tool" else [])]
+    for key in encoded:
+        decoded = _json_object(value.get(key))
+        if decoded is not None:
+            shown[key] = decoded
     return shown
+
+
+def _json_object(text: Any) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
 
 
 def summary(changes: list[Change]) -> dict[str, Any]:
