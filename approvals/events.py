@@ -98,12 +98,12 @@ def send_inbox_changed(*, queues: list[str], request_ids: list[int]) -> None:
 
 
 def send_requests_opened(*, request_ids: list[int]) -> None:
-    requests = selectors.requests_by_ids(request_ids)
+    requests = selectors.request_routes(request_ids)
     send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
 
 
 def send_requests_closed(*, request_ids: list[int]) -> None:
-    requests = selectors.requests_by_ids(request_ids)
+    requests = selectors.request_routes(request_ids)
     send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
     for request_ in requests:
         _send(thread_group(request_.thread_id), {"type": "approval.closed", "request_id": request_.pk})
@@ -112,7 +112,7 @@ def send_requests_closed(*, request_ids: list[int]) -> None:
 def send_request_changed(*, request_id: int, queues: list[str]) -> None:
     """A claim or a queue changed: inboxes and the request's decision page update."""
     send_inbox_changed(queues=queues, request_ids=[request_id])
-    for request_ in selectors.requests_by_ids([request_id]):
+    for request_ in selectors.request_routes([request_id]):
         _send(thread_group(request_.thread_id), {"type": "approval.changed", "request_id": request_.pk})
 
 

@@ -145,6 +145,21 @@ def inbox_fingerprint(items: list[ApprovalRequest], queues: list[QueueCount], to
     return hashlib.sha256(json.dumps([shown, counts, total]).encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class RequestRoute:
+    """Where news of a request goes: its queue's inboxes and its thread's pages."""
+
+    pk: int
+    queue: str
+    thread_id: str
+
+
+def request_routes(ids: list[int]) -> list[RequestRoute]:
+    """The routes of these requests, in one lean query (no rows to build: a push needs no more)."""
+    rows = ApprovalRequest.objects.filter(pk__in=ids).values_list("pk", "queue", "thread_id")
+    return [RequestRoute(pk=pk, queue=queue, thread_id=thread_id) for pk, queue, thread_id in rows]
+
+
 def requests_by_ids(ids: list[int]) -> list[ApprovalRequest]:
     return list(
         ApprovalRequest.objects.filter(pk__in=ids).select_related("thread", "decided_by", "claimed_by")
