@@ -34,3 +34,6 @@ def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> Non
     # Two probe gates are decided one at a time before the load and two while it starts (the
     # rest at once if the start is over first); lost_threads counts the probe threads too.
     assert report["resume_idle_ms_p50"] is not None
+    # Where a step's CPU went: both processes did work for the steps, so both are above zero.
+    assert report["cpu_ms_per_step"]["workers"] > 0
+    assert report["cpu_ms_per_step"]["web"] > 0
