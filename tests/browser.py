@@ -97,6 +97,6 @@ def start_refund(text: str, agent: str = "refunds") -> str:
 
     def start() -> str:
         definition = check_start_thread(agent=agent, text=text, thread_id=None)
-        return do_start_thread(agent=definition, text=text, thread_id=None, actor="test").id
+        return do_start_thread(agent=definition, text=text, thread_id=None, actor="test")[0].id
 
     return off_loop(start)

@@ -433,7 +433,7 @@ def start_thread(text: str, agent: str = "refunds") -> str:
     from agents.actions import check_start_thread, do_start_thread
 
     definition = check_start_thread(agent=agent, text=text, thread_id=None)
-    return do_start_thread(agent=definition, text=text, thread_id=None, actor="user:tests").id
+    return do_start_thread(agent=definition, text=text, thread_id=None, actor="user:tests")[0].id
 
 
 def thread_status(thread_id: str) -> str:

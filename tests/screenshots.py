@@ -75,7 +75,7 @@ def test_take_time_travel_screenshots(page: Page, live_server_url: str, celery_w
                 text=text,
                 thread_id=None,
                 actor="user:olga",
-            ).id
+            )[0].id
         )
     )
     request_ = wait_for(

@@ -28,7 +28,7 @@ def test_operator_forks_with_an_edit_and_sees_the_branch_and_the_diff(
                 text=text,
                 thread_id=None,
                 actor="user:olga",
-            ).id
+            )[0].id
         )
     )
     wait_for(lambda: Thread.objects.get(pk=thread_id).status == "waiting", timeout=20, message="the gate")

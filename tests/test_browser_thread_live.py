@@ -25,7 +25,7 @@ def start_waiting_refund(text: str) -> str:
                 text=text,
                 thread_id=None,
                 actor="user:olga",
-            ).id
+            )[0].id
         )
     )
     wait_for(lambda: Thread.objects.get(pk=thread_id).status == "waiting", timeout=20, message="the gate")

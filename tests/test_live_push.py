@@ -26,7 +26,9 @@ def session_cookie(username: str, *roles: str) -> str:
 
 def start_refund(order: str) -> str:
     agent = check_start_thread(agent="refunds", text=f"Please refund order {order}", thread_id=None)
-    return do_start_thread(agent=agent, text=f"Please refund order {order}", thread_id=None, actor="test").id
+    return do_start_thread(agent=agent, text=f"Please refund order {order}", thread_id=None, actor="test")[
+        0
+    ].id
 
 
 def start_refund_in_thread(order: str) -> str:

@@ -12,7 +12,7 @@ from agents.dispatch import after_commit
 from agents.graph import Agent
 from agents.registry import registry
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import NewCheckpoint, ThreadData
+from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
 from checkpoints.ids import THREAD_ID_RULE, is_valid_tenant, is_valid_thread_id
 from checkpoints.models import CheckpointSource, ThreadStatus
 from checkpoints.store import TENANT_METADATA_KEY
@@ -78,9 +78,10 @@ def check_state(agent: Agent, values: Any) -> dict[str, Any]:
 
 def do_start_thread(
     *, agent: Agent, text: str, thread_id: str | None, actor: str, tenant: str | None = None
-) -> ThreadData:
-    """Create a thread with an input checkpoint and enqueue its first step on commit. Without a
-    tenant the thread shares its agent's store namespace (checkpoints.store.tenant_of)."""
+) -> tuple[ThreadData, CheckpointData]:
+    """Create a thread with an input checkpoint and enqueue its first step on commit; return
+    both, so a caller can answer with them without reading them back. Without a tenant the
+    thread shares its agent's store namespace (checkpoints.store.tenant_of)."""
     thread_id = thread_id or f"{agent.name}-{uuid.uuid4().hex[:12]}"
     metadata: dict[str, Any] = {"offline_model": bool(settings.OFFLINE_MODEL)}
     if tenant:
@@ -100,4 +101,4 @@ def do_start_thread(
             metadata=metadata,
         )
         after_commit(thread_id=thread.id, checkpoint_id=first.id, status=ThreadStatus.RUNNING)
-    return thread
+    return thread, first

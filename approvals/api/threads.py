@@ -76,7 +76,7 @@ def start_thread(request: AuthedRequest, body: StartThreadIn) -> Any:
         agent=body.agent, text=body.input, thread_id=body.thread_id, tenant=body.tenant
     )
     try:
-        thread = do_start_thread(
+        thread, first = do_start_thread(
             agent=agent,
             text=body.input,
             thread_id=body.thread_id,
@@ -85,7 +85,21 @@ def start_thread(request: AuthedRequest, body: StartThreadIn) -> Any:
         )
     except ThreadExists as exc:
         return Status(409, {"detail": str(exc)})
-    return Status(201, _thread_out(thread.id, request))
+    # The thread as created, without reading it back: nothing is pending at its first checkpoint.
+    created = ThreadOut(
+        id=thread.id,
+        agent=thread.agent,
+        status=thread.status,
+        head=first.id,
+        values=first.values,
+        pending_approvals=[],
+        error=thread.error,
+        offline_model=bool(thread.metadata.get("offline_model")),
+        tenant=tenant_of(thread),
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+    )
+    return Status(201, created)
 
 
 @router.get("/threads/{thread_id}", response={200: ThreadOut, 403: Error, 404: Error})

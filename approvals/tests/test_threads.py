@@ -276,3 +276,20 @@ def test_the_notes_on_edits_come_from_the_ledger_at_a_cost_that_does_not_grow_wi
     )  # what changed, not the start
     assert (len(notes), len(more_notes)) == (2, 14)
     assert many == few  # a note cost two checkpoint loads: the page took 20 queries with 2 edits, 80 with 14
+
+
+def test_starting_a_thread_answers_with_the_thread_as_reading_it_back_does() -> None:
+    client = api(make_user("olga", "operator"))
+
+    created = client.post(
+        "/api/threads",
+        {"agent": "refunds", "input": "Please refund order ORD-1001"},
+        content_type="application/json",
+    )
+
+    assert created.status_code == 201, created.content
+    thread = created.json()
+    assert thread["values"]["messages"][-1]["content"] == "Please refund order ORD-1001"
+    assert (thread["status"], thread["pending_approvals"]) == ("running", [])
+    # Built from what was written, not read back: the same answer a read gives.
+    assert thread == client.get(f"/api/threads/{thread['id']}").json()

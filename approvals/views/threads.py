@@ -77,7 +77,7 @@ def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
     except InvalidInput as exc:
         context.update(errors=exc.errors, form=request.POST)
         return render(request, "approvals/threads.html", context, status=400)
-    thread = do_start_thread(
+    thread, _ = do_start_thread(
         agent=agent,
         text=request.POST["input"],
         thread_id=None,
