@@ -73,11 +73,15 @@ def _updated_thread(
     """UPDATE the thread's row if `where` holds and return it as it now is: one round trip
     where the ORM takes two (an update, then a read). SQLite has RETURNING since 3.35."""
     table = Thread._meta.db_table
-    rows = Thread.objects.raw(
-        f"UPDATE {table} SET {assignments} WHERE id = %s AND {where} RETURNING *",
-        [*params, thread_id, *where_params],
+    # Read to the end: SQLite finishes the statement (and, outside a transaction, commits it)
+    # only when its cursor is exhausted.
+    rows = list(
+        Thread.objects.raw(
+            f"UPDATE {table} SET {assignments} WHERE id = %s AND {where} RETURNING *",
+            [*params, thread_id, *where_params],
+        )
     )
-    return next((_thread_data(row) for row in rows), None)
+    return _thread_data(rows[0]) if rows else None
 
 
 class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
