@@ -227,6 +227,8 @@ class ConversationItem:
     tool_calls: list[dict[str, Any]]
     tool_call_id: str = ""
     tool_name: str = ""
+    result: str = ""
+    """A tool's result that is a JSON object, one field per line like a call's arguments."""
 
 
 def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()) -> list[ConversationItem]:  # type: ignore[assignment]
@@ -256,9 +258,23 @@ def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()
                 tool_calls=calls,
                 tool_call_id=message.get("tool_call_id", ""),
                 tool_name=names.get(message.get("tool_call_id", ""), ""),
+                result=_object_result(message),
             )
         )
     return items
+
+
+def _object_result(message: dict[str, Any]) -> str:
+    """A tool message whose content is a JSON object (OpenAI's format keeps a result as text),
+    shown as its fields; any other content is shown as written."""
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str) or not content.startswith("{"):
+        return ""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return ""
+    return _pretty(value) if isinstance(value, dict) and value else ""
 
 
 def _pretty(raw: Any) -> str:

@@ -15,7 +15,8 @@ from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from approvals.thread_selectors import history
 from checkpoints.backends import get_backend
-from checkpoints.models import Checkpoint, Thread, ThreadStatus
+from checkpoints.backends.base import NewCheckpoint
+from checkpoints.models import Checkpoint, CheckpointSource, Thread, ThreadStatus
 from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
@@ -293,3 +294,61 @@ def test_starting_a_thread_answers_with_the_thread_as_reading_it_back_does() -> 
     assert (thread["status"], thread["pending_approvals"]) == ("running", [])
     # Built from what was written, not read back: the same answer a read gives.
     assert thread == client.get(f"/api/threads/{thread['id']}").json()
+
+
+def test_a_tools_result_reads_as_its_fields_like_a_calls_arguments() -> None:
+    from approvals.selectors import conversation
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id": "A"}'},
+    }
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": '{"customer": "Ada Lovelace", "total_cents": 4250}',
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "no such order"},
+        {"role": "user", "content": '{"typed": "as JSON"}'},
+    ]
+
+    items = conversation({"messages": messages})
+
+    assert (items[1].tool_name, items[1].result) == (
+        "lookup_order",
+        "customer: Ada Lovelace\ntotal_cents: 4250",
+    )
+    assert (items[2].result, items[2].content) == ("", "no such order")  # text stays as written
+    assert items[3].result == ""  # a person's message is never reformatted
+
+
+def test_the_thread_page_shows_a_tools_result_as_its_fields() -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id": "A"}'},
+    }
+    result = {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": '{"customer": "Ada Lovelace", "total_cents": 4250}',
+    }
+    get_backend().create_thread(
+        thread_id="with-a-result",
+        agent="refunds",
+        first=NewCheckpoint(
+            values={"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}, result]},
+            source=CheckpointSource.INPUT,
+        ),
+        status=ThreadStatus.DONE,
+    )
+    client = Client()
+    client.force_login(make_user("olga", "operator"))
+
+    page = client.get("/threads/with-a-result/").content.decode()
+
+    assert "customer: Ada Lovelace\ntotal_cents: 4250" in page
+    assert "&quot;customer&quot;" not in page  # not the raw JSON text
