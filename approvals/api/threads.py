@@ -32,7 +32,7 @@ from approvals.api.thread_schemas import (
 from approvals.http import AuthedRequest
 from approvals.models import ApprovalStatus
 from approvals.thread_selectors import ThreadFilters
-from checkpoints.backends.base import ThreadExists
+from checkpoints.backends.base import ThreadData, ThreadExists
 from checkpoints.models import Thread
 from checkpoints.store import tenant_of
 
@@ -51,15 +51,26 @@ def _access(request: AuthedRequest, thread_id: str) -> Thread:
 def _thread_out(thread_id: str, request: AuthedRequest) -> ThreadOut:
     thread = _access(request, thread_id)
     pending = thread.approval_requests.filter(status=ApprovalStatus.PENDING).select_related("decided_by")
+    return _out(
+        thread,
+        head=str(thread.head_id) if thread.head_id else None,
+        values=load_checkpoint(thread_id=thread.id, agent=thread.agent).values if thread.head_id else {},
+        pending=[
+            ApprovalOut.from_request(r) for r in pending if Access.of(request.user).can_see_queue(r.queue)
+        ],
+    )
+
+
+def _out(
+    thread: Thread | ThreadData, *, head: str | None, values: dict[str, Any], pending: list[ApprovalOut]
+) -> ThreadOut:
     return ThreadOut(
         id=thread.id,
         agent=thread.agent,
         status=thread.status,
-        head=str(thread.head_id) if thread.head_id else None,
-        values=load_checkpoint(thread_id=thread.id, agent=thread.agent).values if thread.head_id else {},
-        pending_approvals=[
-            ApprovalOut.from_request(r) for r in pending if Access.of(request.user).can_see_queue(r.queue)
-        ],
+        head=head,
+        values=values,
+        pending_approvals=pending,
         error=thread.error,
         offline_model=bool(thread.metadata.get("offline_model")),
         tenant=tenant_of(thread),
@@ -86,20 +97,7 @@ def start_thread(request: AuthedRequest, body: StartThreadIn) -> Any:
     except ThreadExists as exc:
         return Status(409, {"detail": str(exc)})
     # The thread as created, without reading it back: nothing is pending at its first checkpoint.
-    created = ThreadOut(
-        id=thread.id,
-        agent=thread.agent,
-        status=thread.status,
-        head=first.id,
-        values=first.values,
-        pending_approvals=[],
-        error=thread.error,
-        offline_model=bool(thread.metadata.get("offline_model")),
-        tenant=tenant_of(thread),
-        created_at=thread.created_at,
-        updated_at=thread.updated_at,
-    )
-    return Status(201, created)
+    return Status(201, _out(thread, head=first.id, values=first.values, pending=[]))
 
 
 @router.get("/threads/{thread_id}", response={200: ThreadOut, 403: Error, 404: Error})
