@@ -272,27 +272,27 @@ def database_connections() -> int:
         return int(cursor.fetchone()[0])
 
 
+def with_children(pid: int) -> list[int]:
+    """A process and the processes it forked (a prefork pool)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
+
+
 def cpu_s(procs: list[Any]) -> float:
     """User and system CPU seconds used so far by these processes and their pool children."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0
-    for proc in procs:
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-        kids = [int(c) for c in children.read_text().split()] if children.exists() else []
-        for each in (proc.pid, *kids):
-            with contextlib.suppress(OSError):
-                # utime and stime: fields 14 and 15, counted after the parenthesised name.
-                fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
-                total += int(fields[11]) + int(fields[12])
-    return total / tick
+    for each in (pid for proc in procs for pid in with_children(proc.pid)):
+        with contextlib.suppress(OSError):
+            # utime and stime: fields 14 and 15, counted after the parenthesised name.
+            fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:
     """The resident memory of a process and the processes it forked (a prefork pool)."""
     total = 0
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    kids = [int(c) for c in children.read_text().split()] if children.exists() else []
-    for each in (pid, *kids):
+    for each in with_children(pid):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{each}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -315,7 +315,7 @@ def measure(
     probe_gates = list(ApprovalRequest.objects.filter(thread_id__in=probe_ids, status="pending"))
     idle = one_at_a_time(api, probe_gates[:probes], timeout=timeout)
 
-    cpu_before, probe_steps = cpu(), worker_steps(probe_ids)
+    cpu_before, probe_steps_before = cpu(), worker_steps(probe_ids)
     started = time.monotonic()
     with ThreadPoolExecutor(1) as background:
         starting = background.submit(parallel, lambda n: start(api, n), range(threads))
@@ -338,7 +338,7 @@ def measure(
     done = wait_until(lambda: status_count(ids, "done") == threads, timeout=timeout)
     finished_s = time.monotonic() - decided
     steps_done = worker_steps(ids) - steps_gate
-    cpu_after, probe_steps = cpu(), worker_steps(probe_ids) - probe_steps
+    cpu_after, probe_steps = cpu(), worker_steps(probe_ids) - probe_steps_before
 
     latencies = resume_latencies_ms(requests=ApprovalRequest.objects.filter(pk__in=requests))
     refunds = Refund.objects.values("thread_id").annotate(n=Count("id"))
