@@ -16,6 +16,7 @@ from approvals.access import Access, reviewers_who_may_decide
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointError
+from checkpoints.diff import json_object
 from checkpoints.store import tenant_of
 
 INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
@@ -270,11 +271,8 @@ def _object_result(message: dict[str, Any]) -> str:
     content = message.get("content")
     if message.get("role") != "tool" or not isinstance(content, str) or not content.startswith("{"):
         return ""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return ""
-    return _pretty(value) if isinstance(value, dict) and value else ""
+    value = json_object(content)
+    return _pretty(value) if value else ""
 
 
 def _pretty(raw: Any) -> str:

@@ -79,13 +79,14 @@ def _readable(value: Any) -> Any:
     shown = {key: _readable(item) for key, item in value.items()}
     encoded = ["arguments", *(["content"] if value.get("role") == "tool" else [])]
     for key in encoded:
-        decoded = _json_object(value.get(key))
+        decoded = json_object(value.get(key))
         if decoded is not None:
             shown[key] = decoded
     return shown
 
 
-def _json_object(text: Any) -> dict[str, Any] | None:
+def json_object(text: Any) -> dict[str, Any] | None:
+    """The object a JSON string encodes (a tool call's arguments, a tool's result), else None."""
     if not isinstance(text, str):
         return None
     try:
