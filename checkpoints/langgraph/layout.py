@@ -4,13 +4,17 @@
   chain up to it, so appending to the parent's list stores only the new items and a fork
   shares its prefix. Items are serialized one by one with the saver's serde.
 - Any other channel is content-addressed: one row keyed by the SHA-256 of its serialized
-  bytes, written once per thread however many checkpoints hold it.
+  bytes, written once per thread however many checkpoints hold it; a short one (a counter) is
+  held in the checkpoint's refs instead.
 - A list item's row holds no bytes, only REF + the content key of the item, and a pending write
   of a list (what a node returns for `messages`) is REF + its items' content keys: the message a
   node wrote and the same message in the next checkpoint's list are one row.
+- Stored bytes are zlib-compressed where that makes them smaller, or sealed when encrypting.
 """
 
+import base64
 import hashlib
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,14 +23,50 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from checkpoints.digest import KEY_BYTES, LIST_SEED, decode_digest, encode_digest
 from checkpoints.storage.crypto import Sealer
 
-VALUE, LIST = "v", "l"
+VALUE, LIST, INLINE = "v", "l", "i"
+INLINE_UP_TO = 32
+"""A value's serialized bytes up to this long live in its checkpoint's refs (a counter, a flag)
+rather than in a row of their own."""
 REF = b"\0"
 """Prefix of stored data that names content rows instead of holding bytes (serde bytes begin with
 a type name, Fernet tokens with "gAAAA": neither with NUL)."""
 
+PACKED = b"\1"
+"""Prefix of zlib-compressed bytes. Postgres compresses only rows over 2 KB (it does so for
+PostgresSaver's whole-list rows); a message is a row of its own and smaller."""
+PACK_FROM = 128
+"""Shorter bytes are stored as they are: zlib saves little on them."""
+
 
 class Tampered(Exception):
     """Stored bytes do not match their digest, or a row is missing."""
+
+
+def pack(sealer: Sealer, plain: bytes) -> bytes:
+    """What is stored for plain bytes: sealed when encrypting, else zlib-compressed when that is
+    smaller. Sealed bytes are never compressed first: an item's length would tell of its content."""
+    if sealer.encrypts:
+        return sealer.seal_bytes(plain)
+    if len(plain) >= PACK_FROM and len(packed := PACKED + _compress(plain)) < len(plain):
+        return packed
+    return plain
+
+
+def _compress(plain: bytes) -> bytes:
+    # A window no wider than the input and a small hash table: zlib's defaults (32 KB, memLevel 8)
+    # take longer to set up (~60 µs) than a message takes to compress, for the same output.
+    packer = zlib.compressobj(6, zlib.DEFLATED, max(9, min(15, len(plain).bit_length())), 2)
+    return packer.compress(plain) + packer.flush()
+
+
+def unpack(sealer: Sealer, stored: bytes) -> bytes:
+    """The plain bytes of pack()'s result (or of bytes stored before compression)."""
+    if not stored.startswith(PACKED):
+        return sealer.open_bytes(stored)
+    try:
+        return zlib.decompress(stored[1:])
+    except zlib.error as exc:
+        raise Tampered("stored bytes do not decompress") from exc
 
 
 def encode(serde: SerializerProtocol, value: Any) -> bytes:
@@ -96,7 +136,7 @@ def grow(
 
 
 def content_row(sealer: Sealer, plain: bytes) -> BlobRow:
-    return BlobRow(sha256(plain)[:KEY_BYTES], None, sealer.seal_bytes(plain))
+    return BlobRow(sha256(plain)[:KEY_BYTES], None, pack(sealer, plain))
 
 
 def write_rows(serde: SerializerProtocol, sealer: Sealer, value: Any) -> tuple[bytes, bytes, list[BlobRow]]:
@@ -104,7 +144,7 @@ def write_rows(serde: SerializerProtocol, sealer: Sealer, value: Any) -> tuple[b
     (a list's items, stored once and shared with the list channel they are appended to)."""
     if type(value) is not list:
         plain = encode(serde, value)
-        return sealer.seal_bytes(plain), plain, []
+        return pack(sealer, plain), plain, []
     rows = [content_row(sealer, encode(serde, item)) for item in value]
     data = REF + b"".join(r.key for r in rows)
     return data, data, rows
@@ -123,26 +163,26 @@ def read_write(
     """(the bytes its digest covers, the value) of a stored write; raise Tampered if an item is
     missing or does not match its key."""
     if not data.startswith(REF):
-        plain = sealer.open_bytes(data)
+        plain = unpack(sealer, data)
         return plain, decode(serde, plain)
     items = []
     for key in write_keys(data):
         if key not in blobs:
             raise Tampered("a pending write's item is missing")
-        plain = sealer.open_bytes(blobs[key][1])
+        plain = unpack(sealer, blobs[key][1])
         if sha256(plain)[:KEY_BYTES] != key:
             raise Tampered("a pending write's item does not match its key")
         items.append(decode(serde, plain))
     return data, items
 
 
-def value_row(sealer: Sealer, plain: bytes) -> tuple[bytes, BlobRow]:
+def stored_value(sealer: Sealer, plain: bytes) -> tuple[list[Any], BlobRow | None]:
+    """A value's ref, and the row that holds it: a short value is held in the ref itself (the
+    checkpoint's digest covers it), unless encrypting."""
+    if len(plain) <= INLINE_UP_TO and not sealer.encrypts:
+        return [INLINE, base64.b64encode(plain).decode()], None
     digest = sha256(plain)
-    return digest, BlobRow(digest[:KEY_BYTES], None, sealer.seal_bytes(plain))
-
-
-def value_ref(digest: bytes) -> list[Any]:
-    return [VALUE, encode_digest(digest)]
+    return [VALUE, encode_digest(digest)], BlobRow(digest[:KEY_BYTES], None, pack(sealer, plain))
 
 
 def list_ref(chain: Chain) -> list[Any]:
@@ -151,7 +191,11 @@ def list_ref(chain: Chain) -> list[Any]:
 
 def starts(refs: dict[str, list[Any]]) -> list[bytes]:
     """The row keys a checkpoint's values are read from (values, and list tails)."""
-    return [decode_digest(ref[1])[:KEY_BYTES] for ref in refs.values() if ref[0] == VALUE or ref[2]]
+    return [
+        decode_digest(ref[1])[:KEY_BYTES]
+        for ref in refs.values()
+        if ref[0] == VALUE or (ref[0] == LIST and ref[2])
+    ]
 
 
 def read_values(
@@ -168,9 +212,13 @@ def read_values(
     plains: dict[str, bytes] = {}
     try:
         for name, ref in refs.items():
+            if ref[0] == INLINE:
+                plains[name] = base64.b64decode(ref[1], validate=True)
+                values[name] = decode(serde, plains[name])
+                continue
             digest = decode_digest(ref[1])
             if ref[0] == VALUE:
-                plain = sealer.open_bytes(rows[digest[:KEY_BYTES]][1])
+                plain = unpack(sealer, rows[digest[:KEY_BYTES]][1])
                 if sha256(plain) != digest:
                     raise Tampered(f"channel {name!r} does not match its digest")
                 values[name], plains[name] = decode(serde, plain), plain
@@ -205,7 +253,7 @@ def _read_chain(
         stored.append(data)
     stored.reverse()
     keys, digest = [], LIST_SEED
-    plains = [sealer.open_bytes(data) for data in stored]
+    plains = [unpack(sealer, data) for data in stored]
     for plain in plains:
         digest = sha256(digest + plain)
         keys.append(digest)

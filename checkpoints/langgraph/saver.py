@@ -190,11 +190,13 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
                 rows += added
                 continue
             plains[name] = layout.encode(self.serde, value)
-            digest, row = layout.value_row(sealer, plains[name])
-            refs[name] = layout.value_ref(digest)
-            if parent.refs.get(name) != refs[name]:
+            refs[name], row = layout.stored_value(sealer, plains[name])
+            if row is not None and parent.refs.get(name) != refs[name]:
                 rows.append(row)
-        header = layout.encode(self.serde, {k: v for k, v in checkpoint.items() if k != "channel_values"})
+        # The id is the row's own key: the header holds the rest (versions, versions seen, ts).
+        header = layout.encode(
+            self.serde, {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
+        )
         meta = get_serializable_checkpoint_metadata(config, metadata)
         digest = checkpoint_digest(
             ns=ns,
@@ -214,7 +216,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
                 "checkpoint_id": checkpoint["id"],
                 "parent_id": parent_id or "",
                 "agent": self.agent,
-                "header": sealer.seal_bytes(header),
+                "header": layout.pack(sealer, header),
                 "refs": refs,
                 "metadata": meta,
                 "digest": digest,
@@ -328,7 +330,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         thread_id, ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
         sealer = current_sealer()
         try:
-            header = sealer.open_bytes(bytes(row.header))
+            header = layout.unpack(sealer, bytes(row.header))
             refs = row.refs
             expected = checkpoint_digest(
                 ns=ns,
@@ -353,7 +355,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             else:
                 blobs = sql.read_blobs(self.using, thread_id, items, limit=1) if items else {}
             writes = self._writes(stored_writes, blobs)
-            checkpoint = {**layout.decode(self.serde, header), "channel_values": values}
+            checkpoint = {"id": checkpoint_id, **layout.decode(self.serde, header), "channel_values": values}
         except Tampered as exc:
             raise CorruptCheckpoint(thread_id, checkpoint_id) from exc
         self._recent.put((thread_id, ns, checkpoint_id), known)

@@ -12,9 +12,10 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from checkpoints.backends.base import CorruptCheckpoint
 from checkpoints.bench.langgraph_graph import RESULT, conversation_graph
-from checkpoints.langgraph import GatehouseSaver
+from checkpoints.langgraph import GatehouseSaver, layout
 from checkpoints.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from checkpoints.retention import Override, prune_all
+from checkpoints.storage.crypto import current_sealer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,6 +64,11 @@ def messages_of(saver: GatehouseSaver, config: Any) -> list[Any]:
     return list(loaded.checkpoint["channel_values"]["messages"])
 
 
+def plain(data: Any) -> bytes:
+    """Stored bytes as the saver reads them (decompressed)."""
+    return layout.unpack(current_sealer(), bytes(data))
+
+
 def blob_bytes(thread_id: str) -> int:
     return sum(
         len(bytes(d))
@@ -87,6 +93,26 @@ def test_a_conversation_stores_each_message_once(savers: Callable[..., Gatehouse
     assert blob_bytes("t-linear") + sum(len(bytes(d)) for d in written) < 1.5 * final
 
 
+def test_long_values_are_stored_compressed_and_short_ones_in_the_checkpoint(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-small", turns=3)
+    stored = [
+        bytes(d) for d in LangGraphBlob.objects.filter(thread_id="t-small").values_list("data", flat=True)
+    ]
+    results = [d for d in stored if RESULT.encode() in plain(d)]
+    assert len(results) >= 3 and all(d.startswith(layout.PACKED) for d in results)
+    assert sum(map(len, results)) < 0.5 * sum(len(plain(d)) for d in results)
+    head = LangGraphCheckpoint.objects.filter(thread_id="t-small").order_by("-checkpoint_id")[0]
+    assert bytes(head.header).startswith(layout.PACKED)
+    # The turn counter is held in the refs: the thread's rows are its messages and their list items.
+    assert head.refs["turn"][0] == layout.INLINE
+    assert all(d.startswith(layout.REF) or b"content" in plain(d) for d in stored)
+    fresh = savers().get_tuple(config)
+    assert fresh is not None and fresh.checkpoint["channel_values"]["turn"] == 3
+
+
 def test_a_pending_write_of_messages_loads_back_and_a_tampered_item_is_refused(
     savers: Callable[..., GatehouseSaver],
 ) -> None:
@@ -104,7 +130,7 @@ def test_a_pending_write_of_messages_loads_back_and_a_tampered_item_is_refused(
     # The tool result of turn 1 is a row of its own, named by that write (two rows when LangGraph
     # gave the message its id after the write was taken: the copies differ): change them.
     rows = LangGraphBlob.objects.filter(thread_id="t-writes", prev__isnull=True).values_list("key", "data")
-    keys = [key for key, data in rows if b"A-1: " in bytes(data)]
+    keys = [key for key, data in rows if b"A-1: " in plain(data)]
     assert 1 <= len(keys) <= 2
     LangGraphBlob.objects.filter(thread_id="t-writes", key__in=keys).update(data=b"msgpack\0tampered")
     with pytest.raises(CorruptCheckpoint):
@@ -160,7 +186,7 @@ def test_a_tampered_message_is_refused_on_load(savers: Callable[..., GatehouseSa
     item = LangGraphBlob.objects.filter(thread_id="t-tamper", prev__isnull=False).first()
     assert item is not None
     row = LangGraphBlob.objects.get(thread_id="t-tamper", key=bytes(item.data)[1:])  # the message it names
-    data = bytes(row.data).replace(b"order", b"ORDER")
+    data = layout.pack(current_sealer(), plain(row.data).replace(b"order", b"ORDER"))
     LangGraphBlob.objects.filter(thread_id="t-tamper", key=row.key).update(data=data)
     with pytest.raises(CorruptCheckpoint):
         savers().get_tuple(config)
@@ -185,6 +211,11 @@ def test_values_writes_and_headers_are_encrypted_with_the_checkpoint_key(
         for h in LangGraphCheckpoint.objects.filter(thread_id="t-sealed").values_list("header", flat=True)
     ]
     assert stored and all(data.startswith(b"gAAAA") for data in stored)
+    # Nothing is held in plain beside the sealed rows (short values neither).
+    kinds = {
+        ref[0] for c in LangGraphCheckpoint.objects.filter(thread_id="t-sealed") for ref in c.refs.values()
+    }
+    assert kinds == {layout.LIST, layout.VALUE}
     assert messages_of(savers(), config)[-1].content.endswith(RESULT)
 
 
