@@ -13,6 +13,7 @@
 """
 
 import base64
+import binascii
 import hashlib
 import zlib
 from dataclasses import dataclass
@@ -185,6 +186,23 @@ def stored_value(sealer: Sealer, plain: bytes) -> tuple[list[Any], BlobRow | Non
     return [VALUE, encode_digest(digest)], BlobRow(digest[:KEY_BYTES], None, pack(sealer, plain))
 
 
+def inline_bytes(ref: list[Any]) -> bytes:
+    """The serialized bytes a ref holds (raise Tampered if they are not base64)."""
+    try:
+        return base64.b64decode(ref[1], validate=True)
+    except (binascii.Error, TypeError, IndexError) as exc:
+        raise Tampered("a value held in a checkpoint's refs is malformed") from exc
+
+
+def digest_refs(refs: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The refs as a checkpoint's digest covers them: a value held in its ref counts as the
+    digest of its bytes, like a stored one, so moving it into a row keeps the digest."""
+    return {
+        name: [VALUE, encode_digest(sha256(inline_bytes(ref)))] if ref[0] == INLINE else ref
+        for name, ref in refs.items()
+    }
+
+
 def list_ref(chain: Chain) -> list[Any]:
     return [LIST, encode_digest(chain.digest), len(chain.keys)]
 
@@ -213,7 +231,7 @@ def read_values(
     try:
         for name, ref in refs.items():
             if ref[0] == INLINE:
-                plains[name] = base64.b64decode(ref[1], validate=True)
+                plains[name] = inline_bytes(ref)
                 values[name] = decode(serde, plains[name])
                 continue
             digest = decode_digest(ref[1])

@@ -127,7 +127,7 @@ def checkpoint_digest(
         "parent": parent_id,
         "header": encode_digest(layout.sha256(header)),
         "metadata": metadata,
-        "refs": refs,
+        "refs": layout.digest_refs(refs),
     }
     return layout.sha256(canonical_bytes(body))
 

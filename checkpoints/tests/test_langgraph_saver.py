@@ -3,11 +3,14 @@ linear storage, digests, encryption and retention."""
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from django.core.management import call_command
 from django.db import connection
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from checkpoints.backends.base import CorruptCheckpoint
@@ -192,31 +195,64 @@ def test_a_tampered_message_is_refused_on_load(savers: Callable[..., GatehouseSa
         savers().get_tuple(config)
 
 
+def assert_sealed(thread_id: str) -> None:
+    stored = [
+        bytes(d) for d in LangGraphBlob.objects.filter(thread_id=thread_id).values_list("data", flat=True)
+    ]
+    stored += [
+        bytes(d) for d in LangGraphWrite.objects.filter(thread_id=thread_id).values_list("data", flat=True)
+    ]
+    # List items and message writes hold only content keys (NUL + 16-byte keys); the rest is sealed.
+    stored = [d for d in stored if not (d.startswith(b"\0") and (len(d) - 1) % 16 == 0)]
+    stored += [
+        bytes(h)
+        for h in LangGraphCheckpoint.objects.filter(thread_id=thread_id).values_list("header", flat=True)
+    ]
+    assert stored and all(data.startswith(b"gAAAA") for data in stored)
+    # Nothing is held in plain beside the sealed rows (short values neither).
+    kinds = {
+        ref[0] for c in LangGraphCheckpoint.objects.filter(thread_id=thread_id) for ref in c.refs.values()
+    }
+    assert kinds == {layout.LIST, layout.VALUE}
+
+
+@pytest.mark.parametrize("held", ["bXNncGFjawAH", "not base64!"])
+def test_a_changed_value_held_in_the_refs_is_refused_on_load(
+    held: str, savers: Callable[..., GatehouseSaver]
+) -> None:
+    config = run_turns(savers(), thread_id="t-held", turns=2)
+    head = LangGraphCheckpoint.objects.filter(thread_id="t-held").order_by("-checkpoint_id")[0]
+    LangGraphCheckpoint.objects.filter(pk=head.pk).update(refs={**head.refs, "turn": [layout.INLINE, held]})
+    with pytest.raises(CorruptCheckpoint):
+        savers().get_tuple(config)
+
+
 def test_values_writes_and_headers_are_encrypted_with_the_checkpoint_key(
     settings: Any, savers: Callable[..., GatehouseSaver]
 ) -> None:
     settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
     saver = savers()
     config = run_turns(saver, thread_id="t-sealed", turns=2)
-    stored = [
-        bytes(d) for d in LangGraphBlob.objects.filter(thread_id="t-sealed").values_list("data", flat=True)
-    ]
-    stored += [
-        bytes(d) for d in LangGraphWrite.objects.filter(thread_id="t-sealed").values_list("data", flat=True)
-    ]
-    # List items and message writes hold only content keys (NUL + 16-byte keys); the rest is sealed.
-    stored = [d for d in stored if not (d.startswith(b"\0") and (len(d) - 1) % 16 == 0)]
-    stored += [
-        bytes(h)
-        for h in LangGraphCheckpoint.objects.filter(thread_id="t-sealed").values_list("header", flat=True)
-    ]
-    assert stored and all(data.startswith(b"gAAAA") for data in stored)
-    # Nothing is held in plain beside the sealed rows (short values neither).
-    kinds = {
-        ref[0] for c in LangGraphCheckpoint.objects.filter(thread_id="t-sealed") for ref in c.refs.values()
-    }
-    assert kinds == {layout.LIST, layout.VALUE}
+    assert_sealed("t-sealed")
     assert messages_of(savers(), config)[-1].content.endswith(RESULT)
+
+
+def test_rotating_the_key_seals_a_thread_stored_before_it_and_every_checkpoint_still_loads(
+    settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    run_turns(savers(), thread_id="t-rotate", turns=2)  # compressed, the counter in refs
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-rotate"}}
+    before = [(t.checkpoint, t.pending_writes) for t in savers().list(thread)]
+    old = Fernet.generate_key().decode()
+    settings.CHECKPOINT_ENCRYPTION_KEY = old
+    call_command("rotate_checkpoint_key", stdout=StringIO())
+    assert_sealed("t-rotate")
+    new = Fernet.generate_key().decode()
+    settings.CHECKPOINT_ENCRYPTION_KEY = f"{new},{old}"
+    call_command("rotate_checkpoint_key", stdout=StringIO())
+    settings.CHECKPOINT_ENCRYPTION_KEY = new  # the old key is gone: everything is under the new one
+    assert [(t.checkpoint, t.pending_writes) for t in savers().list(thread)] == before
+    assert len(messages_of(savers(), run_turns(savers(), thread_id="t-rotate", turns=1))) == 6
 
 
 def lg_policies(agent: str) -> Override | None:
