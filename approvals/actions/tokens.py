@@ -23,12 +23,11 @@ def do_create_token(*, user: User, name: str = "default") -> str:
 
 def access_token_user(raw: str) -> User | None:
     """The active user a live (unrevoked) token belongs to, recording the use; None otherwise."""
-    row = (
-        ApiToken.objects.select_related("user")
-        .filter(token_hash=ApiToken.hash_token(raw), revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
-    if row is None:
+    try:  # get(), not first(): the hash is unique, and first() would compile an ORDER BY each call
+        row = ApiToken.objects.select_related("user").get(
+            token_hash=ApiToken.hash_token(raw), revoked_at__isnull=True, user__is_active=True
+        )
+    except ApiToken.DoesNotExist:
         return None
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
