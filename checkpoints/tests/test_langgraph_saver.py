@@ -237,6 +237,18 @@ def test_values_writes_and_headers_are_encrypted_with_the_checkpoint_key(
     assert messages_of(savers(), config)[-1].content.endswith(RESULT)
 
 
+def test_a_thread_stored_in_plain_continues_once_a_key_is_set_and_before_rotating(
+    settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    run_turns(savers(), thread_id="t-mixed", turns=1)
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    config = run_turns(savers(), thread_id="t-mixed", turns=1)
+    newest = LangGraphCheckpoint.objects.filter(thread_id="t-mixed").order_by("-checkpoint_id")[0]
+    assert bytes(newest.header).startswith(b"gAAAA") and newest.refs["turn"][0] == layout.VALUE
+    assert [m.content[:5] for m in messages_of(savers(), config)[1::2]] == ["A-1: ", "A-2: "]
+    assert len(list(savers().list({"configurable": {"thread_id": "t-mixed"}}))) == 8
+
+
 def test_rotating_the_key_seals_a_thread_stored_before_it_and_every_checkpoint_still_loads(
     settings: Any, savers: Callable[..., GatehouseSaver]
 ) -> None:
