@@ -21,7 +21,7 @@ def reseal(*, using: str = DEFAULT_DB_ALIAS, batch_size: int = 500) -> int:
     )
 
 
-def resealed(sealer: Sealer, stored: bytes) -> bytes:
+def _resealed(sealer: Sealer, stored: bytes) -> bytes:
     """Stored bytes sealed with the first key (plain, compressed or sealed before); a row that
     names content rows holds nothing to seal."""
     if stored.startswith(layout.REF):
@@ -40,7 +40,7 @@ def _reseal_column(
             return rewritten
         with transaction.atomic(using=using):
             for pk, stored in batch:
-                sealed = resealed(sealer, bytes(stored))
+                sealed = _resealed(sealer, bytes(stored))
                 if sealed != bytes(stored):
                     rows.filter(pk=pk).update(**{column: sealed})
                     rewritten += 1
