@@ -72,5 +72,7 @@ def test_bench_langgraph_reports_medians_of_both_savers_beside_the_targets() -> 
     assert result["runs"] == 2
     for saver in ("gatehouse", "postgres_saver"):
         assert result[saver]["checkpoints_per_s"] > 0 and result[saver]["storage_bytes"] > 0
+        by_role = [result[saver][f"storage_{role}_rows_bytes"] for role in ("checkpoint", "value", "write")]
+        assert sum(by_role) == result[saver]["storage_bytes"] and all(by_role)
     assert (result["checkpoints_per_s_x_target"], result["storage_less_x_target"]) == (2, 10)
     assert result["storage_less_x"] > 0

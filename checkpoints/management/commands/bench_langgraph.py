@@ -25,16 +25,21 @@ TABLES = {
 }
 
 
-def stored_bytes(tables: list[str], thread_id: str) -> int:
+ROLES = ("checkpoint", "value", "write")
+"""What each saver's three tables hold, in TABLES' order: where the bytes go, side by side."""
+
+
+def stored_bytes(tables: list[str], thread_id: str) -> dict[str, int]:
+    """The thread's rows as Postgres stores them (pg_column_size), per role."""
     with connection.cursor() as cursor:
-        total = 0
-        for table in tables:
+        stored = {}
+        for role, table in zip(ROLES, tables, strict=True):
             cursor.execute(
                 f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t WHERE thread_id = %s",
                 [thread_id],
             )
-            total += int(cursor.fetchone()[0])
-        return total
+            stored[f"storage_{role}_rows_bytes"] = int(cursor.fetchone()[0])
+        return stored
 
 
 def run(saver: Any, *, name: str, turns: int, attempt: int) -> dict[str, Any]:
@@ -55,7 +60,8 @@ def run(saver: Any, *, name: str, turns: int, attempt: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         graph.get_state(config)
         loads.append((time.perf_counter() - t0) * 1000)
-    storage = stored_bytes(TABLES[name], thread_id)
+    by_role = stored_bytes(TABLES[name], thread_id)
+    storage = sum(by_role.values())
     return {
         "checkpoints_per_s": round(4 * turns / elapsed, 1),
         "ms_per_step_first_10": round(statistics.median(step_ms[:10]), 3),
@@ -63,6 +69,7 @@ def run(saver: Any, *, name: str, turns: int, attempt: int) -> dict[str, Any]:
         "storage_bytes": storage,
         "final_state_bytes": final,
         "storage_ratio": round(storage / final, 2),
+        **by_role,
         "get_state_ms_p50": round(statistics.median(loads), 3),
     }
 
