@@ -1,6 +1,7 @@
 """`rotate_checkpoint_key` for GatehouseSaver's tables: every stored value, list item, write and
 header sealed with the first key, and the short values held in refs moved into sealed rows."""
 
+from collections.abc import Iterator
 from typing import Any, cast
 
 from django.db import DEFAULT_DB_ALIAS, models, transaction
@@ -29,22 +30,28 @@ def _resealed(sealer: Sealer, stored: bytes) -> bytes:
     return sealer.seal_bytes(layout.unpack(sealer, stored))
 
 
+def _batches(rows: models.QuerySet[Any], field: str, *, using: str, batch_size: int) -> Iterator[list[Any]]:
+    """(pk, field) of every row in primary-key order, a batch at a time, each batch inside a
+    transaction of its own."""
+    last = None
+    while batch := list((rows.filter(pk__gt=last) if last else rows).values_list("pk", field)[:batch_size]):
+        with transaction.atomic(using=using):
+            yield batch
+        last = batch[-1][0]
+
+
 def _reseal_column(
     model: type[models.Model], column: str, *, sealer: Sealer, using: str, batch_size: int
 ) -> int:
     rows = model._default_manager.using(using).order_by("pk")
-    rewritten, last = 0, None
-    while True:
-        batch = list((rows.filter(pk__gt=last) if last else rows).values_list("pk", column)[:batch_size])
-        if not batch:
-            return rewritten
-        with transaction.atomic(using=using):
-            for pk, stored in batch:
-                sealed = _resealed(sealer, bytes(stored))
-                if sealed != bytes(stored):
-                    rows.filter(pk=pk).update(**{column: sealed})
-                    rewritten += 1
-        last = batch[-1][0]
+    rewritten = 0
+    for batch in _batches(rows, column, using=using, batch_size=batch_size):
+        for pk, stored in batch:
+            sealed = _resealed(sealer, stored := bytes(stored))
+            if sealed != stored:
+                rows.filter(pk=pk).update(**{column: sealed})
+                rewritten += 1
+    return rewritten
 
 
 def _seal_inline(*, sealer: Sealer, using: str, batch_size: int) -> int:
@@ -53,15 +60,11 @@ def _seal_inline(*, sealer: Sealer, using: str, batch_size: int) -> int:
     if not sealer.encrypts:
         return 0
     rows = LangGraphCheckpoint.objects.using(using).order_by("pk")
-    moved, last = 0, None
-    while True:
-        batch = list((rows.filter(pk__gt=last) if last else rows).values_list("pk", "refs")[:batch_size])
-        if not batch:
-            return moved
-        with transaction.atomic(using=using):
-            for pk, refs in batch:
-                moved += _move_inline(pk, cast(dict[str, Any], refs), sealer=sealer, using=using)
-        last = batch[-1][0]
+    return sum(
+        _move_inline(pk, cast(dict[str, Any], refs), sealer=sealer, using=using)
+        for batch in _batches(rows, "refs", using=using, batch_size=batch_size)
+        for pk, refs in batch
+    )
 
 
 def _move_inline(pk: tuple[str, str, str], refs: dict[str, Any], *, sealer: Sealer, using: str) -> int:
