@@ -103,7 +103,7 @@ def offline_headers() -> dict[str, Any]:
     # The delay is set where the agent runs (a slow worker in a fault test); the offline
     # server honours it per request.
     if is_offline() and settings.OFFLINE_MODEL_DELAY_MS > 0:
-        from agents.offline.views import DELAY_HEADER, signed_delay
+        from agents.offline.server import DELAY_HEADER, signed_delay
 
         return {"extra_headers": {DELAY_HEADER: signed_delay(settings.OFFLINE_MODEL_DELAY_MS)}}
     return {}

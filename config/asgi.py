@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels consumers."""
+"""ASGI entry point: HTTP through Django (the offline model ahead of it), WebSockets through
+Channels consumers."""
 
 import os
 
@@ -13,6 +14,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from agents.offline import server as offline_model  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
 from config import query_count  # noqa: E402
 from config.bad_text import BadTextWebSocketGuard  # noqa: E402
@@ -20,9 +22,18 @@ from config.websocket_origin import SameOriginValidator  # noqa: E402
 
 query_count.install_from_env()  # benchmarks and tests count this process's queries
 
+
+async def http(scope: offline_model.Scope, receive: offline_model.Receive, send: offline_model.Send) -> None:
+    """The offline model's one path, else Django."""
+    if scope["path"] == offline_model.PATH:
+        await offline_model.chat_completions(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http,
         "websocket": BadTextWebSocketGuard(
             SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

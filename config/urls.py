@@ -18,6 +18,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("langgraph/", langgraph_api.urls),
-    path("offline/", include("agents.offline.urls")),
     path("", include("approvals.urls")),
 ]

@@ -368,14 +368,15 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                from agents.offline import rules, views
+                from agents.offline import rules
+                from agents.offline.server import completion, parse_request
 
-                body = views.parse_request(self.rfile.read(int(self.headers["Content-Length"])))
+                body = parse_request(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests += 1
                 if server.held_after is None or server.requests > server.held_after:
                     server.open.wait(60)
                 message = rules.reply(body["messages"], body.get("tools") or [])
-                answer = views.completion(message, model="gatehouse-offline", messages=body["messages"])
+                answer = completion(message, model="gatehouse-offline", messages=body["messages"])
                 data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

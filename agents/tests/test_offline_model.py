@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.test import AsyncClient, override_settings
+from django.test import override_settings
 
 from agents.offline import rules
 
@@ -278,16 +279,27 @@ def test_odd_input_gets_a_sensible_answer(messages: list[Any], tools: list[Any])
 # --- the endpoint -------------------------------------------------------------------------------
 
 
-def post(body: Any, **extra: Any) -> Any:
-    """POST to the endpoint through the async request path (the view is async)."""
+def request(method: str, *, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+    """Send a request through the ASGI application daphne serves (routing included)."""
+    from config.asgi import application
+
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            return await client.request(method, URL, content=content, headers=headers)
+
+    return async_to_sync(send)()
+
+
+def post(body: Any, **headers: str) -> httpx.Response:
     data = body if isinstance(body, str) else json.dumps(body)
-    return async_to_sync(AsyncClient().post)(URL, data=data, content_type="application/json", **extra)
+    return request("POST", content=data.encode(), headers={"Content-Type": "application/json", **headers})
 
 
 def test_endpoint_answers_with_a_chat_completion() -> None:
     messages = [SYSTEM, user("Refund ORD-1001")]
     body = {"model": "my-model", "messages": messages, "tools": REFUND_TOOLS}
-    response = post(body, headers={"Authorization": "Bearer any-key"})
+    response = post(body, Authorization="Bearer any-key")
     assert response.status_code == 200
     data = response.json()
     assert data["id"].startswith("chatcmpl-offline-")
@@ -324,6 +336,8 @@ def test_endpoint_stops_on_a_text_answer_and_ignores_unknown_keys() -> None:
         ({"messages": ["hi"]}, "'messages'"),
         ({"messages": [], "tools": {}}, "'tools'"),
         ({"messages": [], "stream": True}, "streaming"),
+        ('{"messages": [{"role": "user", "content": "a\\u0000b"}]}', "NUL"),
+        ('{"messages": [{"role": "user", "content": "\\ud800"}]}', "lone surrogate"),
     ],
 )
 def test_endpoint_rejects_bad_requests(body: Any, fragment: str) -> None:
@@ -334,8 +348,15 @@ def test_endpoint_rejects_bad_requests(body: Any, fragment: str) -> None:
     assert fragment in error["message"]
 
 
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
+def test_endpoint_refuses_a_body_past_max_request_bytes() -> None:
+    response = post({"messages": [user("x" * 1000)]})
+    assert response.status_code == 413
+    assert "MAX_REQUEST_BYTES" in response.json()["error"]["message"]
+
+
 def test_endpoint_only_accepts_post() -> None:
-    response = async_to_sync(AsyncClient().get)(URL)
+    response = request("GET")
     assert response.status_code == 405
     assert response.json()["error"]["type"] == "invalid_request_error"
 
@@ -349,13 +370,11 @@ def test_endpoint_honours_the_delay() -> None:
 
 
 def test_an_anonymous_caller_cannot_choose_a_delay_only_a_signed_worker_can() -> None:
-    from agents.offline.views import DELAY_HEADER, signed_delay
+    from agents.offline.server import DELAY_HEADER, signed_delay
 
     def took(header: str) -> float:
         started = time.monotonic()
-        response = async_to_sync(AsyncClient().post)(
-            URL, {"messages": [user("hi")]}, content_type="application/json", headers={DELAY_HEADER: header}
-        )
+        response = post({"messages": [user("hi")]}, **{DELAY_HEADER: header})
         assert response.status_code == 200
         return time.monotonic() - started
 
