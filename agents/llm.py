@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletion
 
 # Keys the Chat Completions API accepts on a message; ours carry extras (id, edited_by, ...).
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}
@@ -80,12 +81,18 @@ def to_api_message(message: dict[str, Any]) -> dict[str, Any]:
 
 def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
     """Ask the model for the next assistant message."""
+    body = {
+        "model": settings.OPENAI_MODEL,
+        "messages": [to_api_message(m) for m in messages],
+        **({"tools": tools} if tools else {}),
+    }
+    headers = offline_headers().get("extra_headers", {})
     try:
-        response = client().chat.completions.create(  # type: ignore[call-overload]
-            model=settings.OPENAI_MODEL,
-            messages=[to_api_message(m) for m in messages],
-            **({"tools": tools} if tools else {}),
-            **offline_headers(),
+        # The SDK's public `post`, as `chat.completions.create` sends it but without create()'s
+        # walk of every message against its TypedDicts: 2 ms of CPU at four messages, growing
+        # with the conversation, to send JSON that is already what the API takes.
+        response = client().post(
+            "/chat/completions", body=body, cast_to=ChatCompletion, options={"headers": headers}
         )
     except TRANSIENT as exc:
         raise ModelUnavailable(f"model unavailable at {settings.OPENAI_BASE_URL}: {exc}") from exc
