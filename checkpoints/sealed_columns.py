@@ -4,13 +4,12 @@ Found through the app registry, so `rotate_checkpoint_key` covers the approvals'
 reasons and the audit ledger without this app knowing of them.
 """
 
-from typing import Any
-
 from django.apps import apps
-from django.db import models, transaction
+from django.db import models
 from django.db.models.functions import Cast
 
 from checkpoints.fields import EncryptedJSONField
+from checkpoints.keyset import batches
 from checkpoints.storage.crypto import current_sealer
 
 
@@ -34,18 +33,13 @@ def reseal_columns(*, batch_size: int = 500) -> int:
 
 
 def _reseal(model: type[models.Model], name: str, batch_size: int) -> int:
-    sealer, rewritten, last = current_sealer(), 0, None
-    rows: Any = model._default_manager.exclude(**{f"{name}__isnull": True}).order_by("pk")
-    while True:
-        page = rows.filter(pk__gt=last) if last is not None else rows
-        batch = list(page.annotate(_stored=stored_text(name)).values_list("pk", "_stored")[:batch_size])
-        if not batch:
-            return rewritten
-        with transaction.atomic():
-            for pk, stored in batch:
-                sealed = sealer.reseal(stored)
-                if sealed != stored:
-                    value = models.Value(sealed, output_field=models.TextField())  # written as is
-                    model._default_manager.filter(pk=pk).update(**{name: value})
-                    rewritten += 1
-        last = batch[-1][0]
+    sealer, rewritten = current_sealer(), 0
+    rows = model._default_manager.exclude(**{f"{name}__isnull": True})
+    for batch in batches(rows, stored_text(name), batch_size=batch_size):
+        for pk, stored in batch:
+            sealed = sealer.reseal(stored)
+            if sealed != stored:
+                value = models.Value(sealed, output_field=models.TextField())  # written as is
+                model._default_manager.filter(pk=pk).update(**{name: value})
+                rewritten += 1
+    return rewritten

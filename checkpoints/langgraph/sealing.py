@@ -1,11 +1,11 @@
 """`rotate_checkpoint_key` for GatehouseSaver's tables: every stored value, list item, write and
 header sealed with the first key, and the short values held in refs moved into sealed rows."""
 
-from collections.abc import Iterator
 from typing import Any, cast
 
-from django.db import DEFAULT_DB_ALIAS, models, transaction
+from django.db import DEFAULT_DB_ALIAS, models
 
+from checkpoints.keyset import batches
 from checkpoints.langgraph import layout, sql
 from checkpoints.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from checkpoints.storage.crypto import Sealer, current_sealer
@@ -30,22 +30,12 @@ def _resealed(sealer: Sealer, stored: bytes) -> bytes:
     return sealer.seal_bytes(layout.unpack(sealer, stored))
 
 
-def _batches(rows: models.QuerySet[Any], field: str, *, using: str, batch_size: int) -> Iterator[list[Any]]:
-    """(pk, field) of every row in primary-key order, a batch at a time, each batch inside a
-    transaction of its own."""
-    last = None
-    while batch := list((rows.filter(pk__gt=last) if last else rows).values_list("pk", field)[:batch_size]):
-        with transaction.atomic(using=using):
-            yield batch
-        last = batch[-1][0]
-
-
 def _reseal_column(
     model: type[models.Model], column: str, *, sealer: Sealer, using: str, batch_size: int
 ) -> int:
-    rows = model._default_manager.using(using).order_by("pk")
+    rows = model._default_manager.using(using)
     rewritten = 0
-    for batch in _batches(rows, column, using=using, batch_size=batch_size):
+    for batch in batches(rows, column, using=using, batch_size=batch_size):
         for pk, stored in batch:
             sealed = _resealed(sealer, stored := bytes(stored))
             if sealed != stored:
@@ -59,10 +49,10 @@ def _seal_inline(*, sealer: Sealer, using: str, batch_size: int) -> int:
     inline value as the digest of its bytes (layout.digest_refs), as they do a stored one."""
     if not sealer.encrypts:
         return 0
-    rows = LangGraphCheckpoint.objects.using(using).order_by("pk")
+    rows = LangGraphCheckpoint.objects.using(using)
     return sum(
         _move_inline(pk, cast(dict[str, Any], refs), sealer=sealer, using=using)
-        for batch in _batches(rows, "refs", using=using, batch_size=batch_size)
+        for batch in batches(rows, "refs", using=using, batch_size=batch_size)
         for pk, refs in batch
     )
 

@@ -6,12 +6,13 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from django.db import connection, models, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce, Length
 
 from checkpoints.backends.base import PruneResult
 from checkpoints.backends.orm import statements as sql
 from checkpoints.digest import canonical_json, encode_digest, row_key, sha256
+from checkpoints.keyset import batches
 from checkpoints.models import Checkpoint, PendingWrite, StoredValue, StoreItem, Thread
 from checkpoints.storage.crypto import Sealer, current_sealer
 from checkpoints.storage.layout import INLINE, VALUE, Row
@@ -108,9 +109,9 @@ class OrmRetentionMixin:
 
     def reseal(self, *, batch_size: int = BATCH) -> int:
         return (
-            _reseal_values(batch_size)
-            + _reseal_by_id(PendingWrite, batch_size)
-            + _reseal_by_id(StoreItem, batch_size)
+            _reseal_data(StoredValue, batch_size)
+            + _reseal_data(PendingWrite, batch_size)
+            + _reseal_data(StoreItem, batch_size)
             + _uninline(batch_size)
         )
 
@@ -144,40 +145,15 @@ def _sum(rows: models.QuerySet[Any], expression: Any) -> int:
     return int(rows.aggregate(total=Coalesce(Sum(expression), 0))["total"])
 
 
-def _reseal_values(batch_size: int) -> int:
-    """Re-encrypt every StoredValue, walking the (thread, key) primary key in batches."""
-    sealer, rewritten, after = current_sealer(), 0, Q()
-    while True:
-        batch = list(
-            StoredValue.objects.filter(after)
-            .order_by("thread_id", "key")
-            .values_list("thread_id", "key", "data")[:batch_size]
-        )
-        if not batch:
-            return rewritten
-        with transaction.atomic():
-            for thread_id, key, data in batch:
-                sealed = sealer.reseal(data)
-                if sealed != data:
-                    StoredValue.objects.filter(thread_id=thread_id, key=key).update(data=sealed)
-                    rewritten += 1
-        thread_id, key = batch[-1][0], batch[-1][1]
-        after = Q(thread_id__gt=thread_id) | Q(thread_id=thread_id, key__gt=key)
-
-
-def _reseal_by_id(model: type[PendingWrite] | type[StoreItem], batch_size: int) -> int:
-    sealer, rewritten, last = current_sealer(), 0, 0
-    while True:
-        batch = list(model.objects.filter(id__gt=last).order_by("id").values_list("id", "data")[:batch_size])
-        if not batch:
-            return rewritten
-        with transaction.atomic():
-            for pk, data in batch:
-                sealed = sealer.reseal(data)
-                if sealed != data:
-                    model.objects.filter(id=pk).update(data=sealed)
-                    rewritten += 1
-        last = batch[-1][0]
+def _reseal_data(model: type[StoredValue | PendingWrite | StoreItem], batch_size: int) -> int:
+    sealer, rewritten = current_sealer(), 0
+    for batch in batches(model.objects.all(), "data", batch_size=batch_size):
+        for pk, data in batch:
+            sealed = sealer.reseal(data)
+            if sealed != data:
+                model.objects.filter(pk=pk).update(data=sealed)
+                rewritten += 1
+    return rewritten
 
 
 def _uninline(batch_size: int) -> int:
@@ -186,16 +162,11 @@ def _uninline(batch_size: int) -> int:
     sealer = current_sealer()
     if not sealer.encrypts:
         return 0
-    moved, last = 0, None
-    checkpoints = Checkpoint.objects.order_by("id").values_list("id", "thread_id", "refs")
-    while True:
-        batch = list((checkpoints.filter(id__gt=last) if last else checkpoints)[:batch_size])
-        if not batch:
-            return moved
-        with transaction.atomic():
-            for pk, thread_id, refs in batch:
-                moved += _seal_inline(pk, thread_id, cast(dict[str, Any], refs), sealer=sealer)
-        last = batch[-1][0]
+    return sum(
+        _seal_inline(pk, thread_id, cast(dict[str, Any], refs), sealer=sealer)
+        for batch in batches(Checkpoint.objects.all(), "thread_id", "refs", batch_size=batch_size)
+        for pk, thread_id, refs in batch
+    )
 
 
 def _seal_inline(pk: Any, thread_id: str, refs: dict[str, Any], *, sealer: Sealer) -> bool:
