@@ -17,13 +17,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from agents.offline import server as offline_model  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
 from config import query_count  # noqa: E402
+from config.asgi_scope import Receive, Scope, Send  # noqa: E402
 from config.bad_text import BadTextWebSocketGuard  # noqa: E402
 from config.websocket_origin import SameOriginValidator  # noqa: E402
 
 query_count.install_from_env()  # benchmarks and tests count this process's queries
 
 
-async def http(scope: offline_model.Scope, receive: offline_model.Receive, send: offline_model.Send) -> None:
+async def http(scope: Scope, receive: Receive, send: Send) -> None:
     """The offline model's one path, else Django."""
     if scope["path"] == offline_model.PATH:
         await offline_model.chat_completions(scope, receive, send)

@@ -7,7 +7,7 @@ edge — path, query, form fields, JSON bodies and WebSocket paths — answers a
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -15,6 +15,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from config.asgi_scope import App, Receive, Scope, Send
 from config.middleware import API_PREFIXES
 
 BAD = re.compile("[\x00\ud800-\udfff]")
@@ -104,16 +105,11 @@ class BadTextMiddleware:
         return self.get_response(request)
 
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
 class BadTextWebSocketGuard:
     """Refuse a WebSocket handshake whose path or query holds a NUL or a lone surrogate (403),
     instead of letting a consumer's query crash it."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

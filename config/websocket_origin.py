@@ -6,23 +6,12 @@ another port of an allowed host (another app on the same machine) could open a s
 the user's cookies. Behind a proxy, forward the Host header unchanged.
 """
 
-from collections.abc import Awaitable, Callable
-from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def header(scope: Scope, name: bytes) -> str:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return bytes(value).decode("latin-1")
-    return ""
+from config.asgi_scope import App, Receive, Scope, Send, header
 
 
 def same_origin(scope: Scope) -> bool:
@@ -42,7 +31,7 @@ def same_origin(scope: Scope) -> bool:
 class SameOriginValidator:
     """Refuse (403) a WebSocket handshake from any other origin, port included."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

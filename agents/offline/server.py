@@ -9,21 +9,17 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
 from django.core import signing
 
 from agents.offline import rules
+from config.asgi_scope import Receive, Scope, Send, header
 from config.bad_text import first_problem
 
 PATH = "/offline/v1/chat/completions"
 DEFAULT_MODEL = "gatehouse-offline"
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 class InvalidRequest(Exception):
@@ -64,8 +60,7 @@ async def chat_completions(scope: Scope, receive: Receive, send: Send) -> None:
     except InvalidRequest as exc:
         await send_json(send, error(str(exc)), status=exc.status)
         return
-    headers = dict(scope["headers"])
-    delay_ms = delay_for(headers.get(DELAY_HEADER.lower().encode(), b"").decode("latin-1"))
+    delay_ms = delay_for(header(scope, DELAY_HEADER.lower().encode()))
     if delay_ms > 0:
         await asyncio.sleep(delay_ms / 1000)  # a slow (simulated) model holds up no other request
     message = rules.reply(body["messages"], body.get("tools") or [])
