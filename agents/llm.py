@@ -86,13 +86,12 @@ def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
         "messages": [to_api_message(m) for m in messages],
         **({"tools": tools} if tools else {}),
     }
-    headers = offline_headers().get("extra_headers", {})
     try:
         # The SDK's public `post`, as `chat.completions.create` sends it but without create()'s
         # walk of every message against its TypedDicts: 2 ms of CPU at four messages, growing
         # with the conversation, to send JSON that is already what the API takes.
         response = client().post(
-            "/chat/completions", body=body, cast_to=ChatCompletion, options={"headers": headers}
+            "/chat/completions", body=body, cast_to=ChatCompletion, options={"headers": offline_headers()}
         )
     except TRANSIENT as exc:
         raise ModelUnavailable(f"model unavailable at {settings.OPENAI_BASE_URL}: {exc}") from exc
@@ -105,14 +104,14 @@ def complete(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
     return ModelReply(content=message.content, tool_calls=calls, model=response.model)
 
 
-def offline_headers() -> dict[str, Any]:
-    """The request options that carry this process's model delay to the offline model."""
+def offline_headers() -> dict[str, str]:
+    """The headers that carry this process's model delay to the offline model."""
     # The delay is set where the agent runs (a slow worker in a fault test); the offline
     # server honours it per request.
     if is_offline() and settings.OFFLINE_MODEL_DELAY_MS > 0:
         from agents.offline.server import DELAY_HEADER, signed_delay
 
-        return {"extra_headers": {DELAY_HEADER: signed_delay(settings.OFFLINE_MODEL_DELAY_MS)}}
+        return {DELAY_HEADER: signed_delay(settings.OFFLINE_MODEL_DELAY_MS)}
     return {}
 
 

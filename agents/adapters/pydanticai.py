@@ -206,12 +206,12 @@ class PydanticAIAgent(SegmentAgent):
         results = _results(ctx.decisions) if ctx.decisions else None
         try:
             with pydantic_ai.Agent.using_thread_executor(_tool_threads):
-                result = self.agent.run_sync(  # type: ignore[call-overload]
+                result = self.agent.run_sync(
                     state.prompt or None,
                     message_history=history or None,
                     deferred_tool_results=results,
                     deps=deps,
-                    model_settings=llm.offline_headers(),
+                    model_settings={"extra_headers": llm.offline_headers()},
                 )
         except ModelHTTPError as exc:
             if exc.status_code >= 500 or exc.status_code == 429:

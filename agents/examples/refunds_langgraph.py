@@ -61,7 +61,7 @@ def model() -> Any:
         base_url=settings.OPENAI_BASE_URL,
         api_key=settings.OPENAI_API_KEY or "offline",  # type: ignore[arg-type]
         max_retries=1,
-        default_headers=llm.offline_headers().get("extra_headers"),
+        default_headers=llm.offline_headers() or None,
     ).bind_tools(list(TOOLS.values()))
 
 
