@@ -7,21 +7,19 @@ holds one long transaction nor skips or repeats rows as OFFSET would while rows 
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, models, transaction
+from django.db import models, transaction
 
 
 def batches(
-    rows: models.QuerySet[Any],
-    *fields: str | models.Expression,
-    batch_size: int,
-    using: str = DEFAULT_DB_ALIAS,
+    rows: models.QuerySet[Any], *fields: str | models.Expression, batch_size: int
 ) -> Iterator[list[Any]]:
     """(pk, *fields) of every row, in batches of batch_size; the caller's work on a batch
-    commits before the next is read. A composite primary key compares as a tuple."""
+    commits (on the rows' database) before the next is read. A composite primary key compares
+    as a tuple."""
     rows, last = rows.order_by("pk"), None
     while batch := list(
         (rows if last is None else rows.filter(pk__gt=last)).values_list("pk", *fields)[:batch_size]
     ):
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=rows.db):
             yield batch
         last = batch[-1][0]

@@ -35,7 +35,7 @@ def _reseal_column(
 ) -> int:
     rows = model._default_manager.using(using)
     rewritten = 0
-    for batch in batches(rows, column, using=using, batch_size=batch_size):
+    for batch in batches(rows, column, batch_size=batch_size):
         for pk, stored in batch:
             sealed = _resealed(sealer, stored := bytes(stored))
             if sealed != stored:
@@ -52,7 +52,7 @@ def _seal_inline(*, sealer: Sealer, using: str, batch_size: int) -> int:
     rows = LangGraphCheckpoint.objects.using(using)
     return sum(
         _move_inline(pk, cast(dict[str, Any], refs), sealer=sealer, using=using)
-        for batch in batches(rows, "refs", using=using, batch_size=batch_size)
+        for batch in batches(rows, "refs", batch_size=batch_size)
         for pk, refs in batch
     )
 
