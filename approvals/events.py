@@ -97,13 +97,13 @@ def send_inbox_changed(*, queues: list[str], request_ids: list[int]) -> None:
     _send(INBOX_GROUP, {**message, "request_ids": sorted(set(request_ids))})
 
 
-def send_requests_opened(*, request_ids: list[int]) -> None:
-    requests = selectors.request_routes(request_ids)
+# The callers pass the routes of the rows they just wrote (selectors.RequestRoute.of): a queue
+# that changes later sends its own event, so a push needs no read of its own.
+def send_requests_opened(*, requests: list[selectors.RequestRoute]) -> None:
     send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
 
 
-def send_requests_closed(*, request_ids: list[int]) -> None:
-    requests = selectors.request_routes(request_ids)
+def send_requests_closed(*, requests: list[selectors.RequestRoute]) -> None:
     send_inbox_changed(queues=[r.queue for r in requests], request_ids=[r.pk for r in requests])
     for request_ in requests:
         _send(thread_group(request_.thread_id), {"type": "approval.closed", "request_id": request_.pk})

@@ -154,6 +154,11 @@ class RequestRoute:
     queue: str
     thread_id: str
 
+    @classmethod
+    def of(cls, request_: ApprovalRequest) -> "RequestRoute":
+        """The route of a request row already in hand: no query."""
+        return cls(pk=request_.pk, queue=request_.queue, thread_id=request_.thread_id)
+
 
 def request_routes(ids: list[int]) -> list[RequestRoute]:
     """The routes of these requests, in one lean query (no rows to build: a push needs no more)."""

@@ -472,7 +472,7 @@ def approve_pending(thread_id: str, username: str = "fault-reviewer") -> int:
     pending = list(ApprovalRequest.objects.filter(thread_id=thread_id, status="pending"))
     for request_ in pending:
         do_decide(
-            request_.pk, reviewer=reviewer, valid=check_decision(request_, user=reviewer, decision="approve")
+            request_, reviewer=reviewer, valid=check_decision(request_, user=reviewer, decision="approve")
         )
     return len(pending)
 

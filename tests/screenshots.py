@@ -84,7 +84,7 @@ def test_take_time_travel_screenshots(page: Page, live_server_url: str, celery_w
     assert request_ is not None
     off_loop(
         lambda: do_decide(
-            request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve")
+            request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve")
         )
     )
     wait_for(lambda: Thread.objects.get(pk=thread_id).status == "done", timeout=20, message="the first run")

@@ -90,7 +90,7 @@ def test_a_request_decided_elsewhere_disappears_from_an_open_inbox(
 
     off_loop(
         lambda: do_decide(
-            request_.pk, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
+            request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
         )
     )
 

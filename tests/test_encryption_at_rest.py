@@ -79,7 +79,7 @@ def pending(thread_id: str) -> ApprovalRequest:
 
 def decide(request_: ApprovalRequest, reviewer: Any, decision: str, **fields: Any) -> None:
     valid = check_decision(request_, user=reviewer, decision=decision, **fields)
-    do_decide(request_.pk, reviewer=reviewer, valid=valid)
+    do_decide(request_, reviewer=reviewer, valid=valid)
 
 
 def test_approvals_and_the_ledger_are_unreadable_in_a_dump_verify_and_rotate(

@@ -88,7 +88,7 @@ def test_a_claim_and_a_decision_by_others_reach_an_open_inbox_within_a_second(li
             assert 'id="inbox-queues"' in claimed and "1 claimed" in claimed
             await in_thread(
                 lambda: do_decide(
-                    request_.pk, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
+                    request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
                 )
             )()
             gone = await until(ws, removes(request_))

@@ -83,7 +83,7 @@ def test_an_open_decision_page_learns_of_a_decision_made_after_redis_is_flushed(
             await in_thread(flush_redis)()
             await in_thread(
                 lambda: do_decide(
-                    request_.pk, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
+                    request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
                 )
             )()
             return await until(ws, lambda m: f'id="decision-panel-{request_.pk}"' in m, timeout=BOUND_S)

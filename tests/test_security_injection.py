@@ -111,7 +111,7 @@ def test_hostile_decisions_edits_and_their_ledger_and_diff_are_shown_as_text(
 
     ada = User.objects.get(username="ada")
     do_decide(
-        hostile.pk, reviewer=ada, valid=check_decision(hostile, user=ada, decision="reject", message=PAYLOAD)
+        hostile, reviewer=ada, valid=check_decision(hostile, user=ada, decision="reject", message=PAYLOAD)
     )
     values = get_backend().get(thread_id=hostile.thread_id).values
     values["messages"][-1]["content"] = f"edited {PAYLOAD}"

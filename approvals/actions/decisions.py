@@ -1,6 +1,7 @@
 """Decide approval requests: exactly one decision wins, and the thread resumes exactly once."""
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -15,9 +16,10 @@ from approvals.access import Access
 from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.signoffs import do_signoff, needs_signoffs
-from approvals.actions.undo import do_schedule_effect, do_take_effect_now
+from approvals.actions.undo import do_schedule_effect, do_take_effect_now, undo_deadline
 from approvals.models import ApprovalRequest, ApprovalStatus, PolicyAction
 from approvals.policies import Rule
+from approvals.selectors import RequestRoute
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
 
@@ -85,10 +87,10 @@ def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalReques
     return request_
 
 
-def lock_request(request_id: int) -> tuple[ThreadData, ApprovalRequest]:
-    """Lock the request's thread, then the request (the lock order everywhere), and return both
-    as they are now: permissions and state are checked on these rows, never on earlier reads."""
-    thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
+def lock_request(request_id: int, *, thread_id: str) -> tuple[ThreadData, ApprovalRequest]:
+    """Lock the request's thread (a request never changes thread), then the request (the lock
+    order everywhere), and return both as they are now: permissions and state are checked on
+    these rows, never on earlier reads."""
     thread = get_backend().lock_thread(thread_id=thread_id)
     request_ = (
         ApprovalRequest.objects.select_for_update(of=("self",))
@@ -134,13 +136,13 @@ def check_decision(
     return ValidDecision(decision=Decision(decision), args=valid_args, message=message)
 
 
-def do_decide(request_id: int, *, reviewer: AbstractBaseUser, valid: ValidDecision) -> ApprovalRequest:
-    """Store the decision; resume the thread when it was the last open one. Raise NotAllowed if
-    the reviewer may not decide the request's queue as it is now, DecisionConflict if someone
-    else decided first or the thread moved on."""
+def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: ValidDecision) -> ApprovalRequest:
+    """Store the decision on the request the reviewer saw, as it is once locked; resume the thread
+    when it was the last open one. Raise NotAllowed if the reviewer may not decide the request's
+    queue as it is now, DecisionConflict if someone else decided first or the thread moved on."""
     with transaction.atomic():
         # Lock order everywhere: thread, then its requests (operators' edits take the same path).
-        thread, request_ = lock_request(request_id)
+        thread, request_ = lock_request(seen.pk, thread_id=seen.thread_id)
         check_may_decide(request_, user=reviewer)
         if request_.is_pending and thread.head_id != str(request_.checkpoint_id):
             # Committed, not rolled back: the next reviewer sees why at once.
@@ -161,7 +163,7 @@ def do_decide(request_id: int, *, reviewer: AbstractBaseUser, valid: ValidDecisi
                 message=valid.message,
             )
         if request_.is_pending:
-            _apply(request_, reviewer=reviewer, valid=valid)
+            _apply(request_, reviewer=reviewer, valid=valid, undo_until=undo_deadline())
             # Recorded for the runtime, and the thread resumed, now or after the undo window.
             do_schedule_effect(request_, thread=thread)
             return request_
@@ -194,8 +196,10 @@ def _apply(
     reviewer: AbstractBaseUser | None,
     valid: ValidDecision,
     rule: Rule | None = None,
+    undo_until: datetime | None = None,
 ) -> None:
     request_.status = STATUS_FOR[valid.decision]
+    request_.undo_until = undo_until
     request_.decided_by = reviewer  # type: ignore[assignment]
     request_.decided_at = timezone.now()
     request_.decision_args = valid.args
@@ -203,7 +207,7 @@ def _apply(
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     fields = [
         *("status", "decided_by", "decided_at", "decision_args", "decision_message"),
-        *("claimed_by", "claimed_at", "claim_active_at"),
+        *("claimed_by", "claimed_at", "claim_active_at", "undo_until"),
     ]
     facts: dict[str, Any] = {"args": valid.args, "message": valid.message}
     if rule is not None:
@@ -212,13 +216,13 @@ def _apply(
         facts["policy"] = {"id": rule.id, "name": rule.name, "version": rule.version}
     request_.save(update_fields=fields)
     audit_request(request_, actor=reviewer, action=f"decision.{valid.decision}", data=facts)
-    ids = [request_.pk]
-    events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
+    routes = [RequestRoute.of(request_)]
+    events.on_commit(lambda: events.send_requests_closed(requests=routes))
 
 
 def supersede(request_: ApprovalRequest, *, reason: str) -> None:
     request_.status = ApprovalStatus.SUPERSEDED
     request_.status_reason = reason
     request_.save(update_fields=["status", "status_reason"])
-    ids = [request_.pk]
-    events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
+    routes = [RequestRoute.of(request_)]
+    events.on_commit(lambda: events.send_requests_closed(requests=routes))

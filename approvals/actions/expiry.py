@@ -16,6 +16,7 @@ from approvals.actions.audit import audit_request, request_facts
 from approvals.actions.decisions import lock_request, supersede
 from approvals.actions.undo import do_take_effect_now
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
+from approvals.selectors import RequestRoute
 from checkpoints.backends.base import ThreadData
 
 
@@ -34,17 +35,17 @@ def describe_duration(seconds: float) -> str:
 def do_expire_due(*, now: datetime | None = None, limit: int = 200) -> int:
     """Apply the policy of every pending request past its expiry; return how many were handled."""
     now = now or timezone.now()
-    ids = list(
+    due = list(
         ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
         .order_by("expires_at", "id")
-        .values_list("pk", flat=True)[:limit]
+        .values_list("pk", "thread_id")[:limit]
     )
-    return sum(_expire(request_id, now=now) for request_id in ids)
+    return sum(_expire(request_id, thread_id=thread_id, now=now) for request_id, thread_id in due)
 
 
-def _expire(request_id: int, *, now: datetime) -> bool:
+def _expire(request_id: int, *, thread_id: str, now: datetime) -> bool:
     with transaction.atomic():
-        thread, request_ = lock_request(request_id)
+        thread, request_ = lock_request(request_id, thread_id=thread_id)
         if not request_.is_pending or request_.expires_at is None or request_.expires_at > now:
             return False  # decided or escalated since the query
         if thread.head_id != str(request_.checkpoint_id):
@@ -66,8 +67,8 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     do_take_effect_now(request_)
     audit_request(request_, actor=None, action="expiry.reject", data={"reason": reason})
     gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
-    ids = [request_.pk]
-    events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
+    routes = [RequestRoute.of(request_)]
+    events.on_commit(lambda: events.send_requests_closed(requests=routes))
 
 
 def _escalate(request_: ApprovalRequest) -> None:

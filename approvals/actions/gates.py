@@ -13,6 +13,7 @@ from approvals.actions import notify
 from approvals.actions.expiry import default_reason, describe_duration
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
+from approvals.selectors import RequestRoute
 from checkpoints.backends.base import CheckpointData
 
 
@@ -60,10 +61,10 @@ def do_open_requests(
         _link_to_original(request_)
     if do_apply_policies(created, thread_id=thread_id, agent=agent):
         gate_protocol.resume_if_decided(thread_id=thread_id, checkpoint_id=checkpoint.id)
-    ids = [r.pk for r in created if r.is_pending]
-    if ids:
-        events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
-        notify.notify_on_commit(event=notify.PENDING, request_ids=ids)
+    opened = [RequestRoute.of(r) for r in created if r.is_pending]
+    if opened:
+        events.on_commit(lambda: events.send_requests_opened(requests=opened))
+        notify.notify_on_commit(event=notify.PENDING, request_ids=[r.pk for r in opened])
     return created
 
 
@@ -91,13 +92,16 @@ def do_supersede_requests(*, thread_id: str, reason: str) -> int:
     """Mark every pending request of the thread superseded. Call with the thread locked."""
     # Decisions still inside their undo window never took effect: withdrawn with the rest.
     open_ = Q(status=ApprovalStatus.PENDING) | Q(status__in=DECIDED, undo_until__isnull=False)
-    ids = list(ApprovalRequest.objects.filter(open_, thread_id=thread_id).values_list("pk", flat=True))
-    if ids:
-        ApprovalRequest.objects.filter(pk__in=ids).update(
+    closed = [
+        RequestRoute(pk=pk, queue=queue, thread_id=thread_id)
+        for pk, queue in ApprovalRequest.objects.filter(open_, thread_id=thread_id).values_list("pk", "queue")
+    ]
+    if closed:
+        ApprovalRequest.objects.filter(pk__in=[r.pk for r in closed]).update(
             status=ApprovalStatus.SUPERSEDED, status_reason=reason[:300], undo_until=None
         )
-        events.on_commit(lambda: events.send_requests_closed(request_ids=ids))
-    return len(ids)
+        events.on_commit(lambda: events.send_requests_closed(requests=closed))
+    return len(closed)
 
 
 def on_gates_opened(

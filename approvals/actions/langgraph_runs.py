@@ -121,7 +121,7 @@ def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
         ]
     valid = [(r, check_decision(r, user=user, **d)) for r, d in decided]  # all checked before any is stored
     for request_, checked in valid:
-        do_decide(request_.pk, reviewer=user, valid=checked)
+        do_decide(request_, reviewer=user, valid=checked)
 
 
 def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:

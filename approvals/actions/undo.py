@@ -8,7 +8,7 @@ tool can never run on a decision that was undone.
 """
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,6 +23,7 @@ from approvals.access import Access
 from approvals.actions.audit import audit_request, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus
+from approvals.selectors import RequestRoute
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
 
@@ -33,17 +34,20 @@ class TooLateToUndo(Conflict):
     """The decision already took effect, or the request was never decided. HTTP 409."""
 
 
-def do_schedule_effect(request_: ApprovalRequest, *, thread: ThreadData) -> None:
-    """Make a just-stored decision take effect now (no window) or once its window has passed.
-    Call inside the deciding transaction, with the thread and the request locked."""
+def undo_deadline() -> datetime | None:
+    """Until when a decision stored now may be undone; None when there is no window."""
     window = float(settings.DECISION_UNDO_S)
-    if window <= 0:
+    return timezone.now() + timedelta(seconds=window) if window > 0 else None
+
+
+def do_schedule_effect(request_: ApprovalRequest, *, thread: ThreadData) -> None:
+    """Make a just-stored decision take effect now (stored with no undo_until) or once its window
+    has passed. Call inside the deciding transaction, with the thread and the request locked."""
+    if request_.undo_until is None:
         _record(request_, decision=decision_of(request_))
         gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
         return
-    request_.undo_until = timezone.now() + timedelta(seconds=window)
-    request_.save(update_fields=["undo_until"])
-    _take_effect_later(checkpoint_id=str(request_.checkpoint_id), after_s=window)
+    _take_effect_later(checkpoint_id=str(request_.checkpoint_id), after_s=float(settings.DECISION_UNDO_S))
 
 
 KIND_FOR = {
@@ -141,9 +145,9 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         request_.decision_args, request_.decision_message = None, ""
         request_.save()
         audit_request(request_, actor=user, action="decision.undo", seen=seen, data=undone)
-        ids = [request_.pk]
-        events.on_commit(lambda: events.send_requests_opened(request_ids=ids))
-        events.on_commit(lambda: events.send_requests_closed(request_ids=ids))  # re-render its page
+        routes = [RequestRoute.of(request_)]
+        events.on_commit(lambda: events.send_requests_opened(requests=routes))
+        events.on_commit(lambda: events.send_requests_closed(requests=routes))  # re-render its page
     return request_
 
 

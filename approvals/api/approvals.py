@@ -46,7 +46,7 @@ def decide(request: AuthedRequest, approval_id: int, body: DecisionIn) -> Any:
         valid = check_decision(
             item, user=request.user, decision=body.decision, args=body.args, message=body.message
         )
-        decided = do_decide(item.pk, reviewer=request.user, valid=valid)
+        decided = do_decide(item, reviewer=request.user, valid=valid)
     except NotAllowed as exc:
         return Status(403, {"detail": str(exc)})
     except Conflict as exc:

@@ -43,7 +43,7 @@ def test_a_decision_checked_before_an_escalation_is_refused_after_it(monkeypatch
     do_expire_due(now=timezone.now() + timedelta(seconds=61))
 
     with pytest.raises(NotAllowed, match="leads"):
-        do_decide(request_.pk, reviewer=rita, valid=valid)
+        do_decide(request_, reviewer=rita, valid=valid)
     assert_undecided_in_leads(request_)
 
 
@@ -107,7 +107,7 @@ def test_a_decision_racing_an_escalation_is_refused_once_the_escalation_commits(
         fresh = ApprovalRequest.objects.get(pk=request_.pk)  # still 'refunds': the move is not committed
         valid = check_decision(fresh, user=rita, decision="approve")
         reviewer_pid["pid"] = connection.connection.info.backend_pid
-        return do_decide(fresh.pk, reviewer=rita, valid=valid)
+        return do_decide(fresh, reviewer=rita, valid=valid)
 
     decision: dict[str, Any] = {}
     deciding = in_thread(decide, decision)

@@ -24,7 +24,7 @@ def test_approve_records_the_decision_and_sets_the_thread_running() -> None:
     rita = make_user("rita", "reviewer")
     request_ = make_gate()
 
-    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
 
     request_.refresh_from_db()
     assert (request_.status, request_.decided_by) == (ApprovalStatus.APPROVED, rita)
@@ -104,7 +104,7 @@ def test_a_request_whose_thread_moved_on_is_superseded_and_refused_with_the_reas
     )
 
     with pytest.raises(DecisionConflict) as error:
-        do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+        do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
 
     assert "no longer current" in str(error.value)
     assert status_of(request_) == ApprovalStatus.SUPERSEDED
@@ -114,10 +114,8 @@ def test_every_decision_is_audited_in_a_hash_chain() -> None:
     rita = make_user("rita", "reviewer")
     first, second = make_gate(), make_gate()
 
-    do_decide(first.pk, reviewer=rita, valid=check_decision(first, user=rita, decision="approve"))
-    do_decide(
-        second.pk, reviewer=rita, valid=check_decision(second, user=rita, decision="reject", message="no")
-    )
+    do_decide(first, reviewer=rita, valid=check_decision(first, user=rita, decision="approve"))
+    do_decide(second, reviewer=rita, valid=check_decision(second, user=rita, decision="reject", message="no"))
 
     one, two = AuditEvent.objects.order_by("id")
     assert (one.action, two.action) == ("decision.approve", "decision.reject")

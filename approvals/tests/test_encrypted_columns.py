@@ -30,7 +30,7 @@ def test_rows_written_before_a_key_was_set_stay_readable_and_rotation_encrypts_t
     rita = make_user("rita", "reviewer")
     request_ = make_gate(description="gAAAA is how a token begins")  # not a token: plain text
     valid = check_decision(request_, user=rita, decision="reject", message="gAAAAB not a token either")
-    do_decide(request_.pk, reviewer=rita, valid=valid)
+    do_decide(request_, reviewer=rita, valid=valid)
     assert raw(ApprovalRequest, request_.pk, "args").startswith("{")
 
     settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()

@@ -103,7 +103,7 @@ def test_a_late_decision_on_an_expired_request_is_refused_with_the_reason(gate_w
     do_expire_due(now=later(61))
 
     with pytest.raises(DecisionConflict) as error:
-        do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+        do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
 
     assert str(error.value) == "Nobody decided this in time; it was rejected automatically: Too slow."
 
@@ -111,7 +111,7 @@ def test_a_late_decision_on_an_expired_request_is_refused_with_the_reason(gate_w
 def test_a_decided_request_is_left_alone_by_expiry(gate_with: GateWith) -> None:
     rita = make_user("rita", "reviewer")
     request_ = gate_with(Expiry(60))
-    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
 
     assert do_expire_due(now=later(61)) == 0
     request_.refresh_from_db()

@@ -26,7 +26,7 @@ def events() -> list[AuditEvent]:
     request_ = make_gate()
     do_claim(request_.pk, user=rita)
     do_release(request_.pk, user=rita)
-    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
     return list(AuditEvent.objects.order_by("id"))
 
 

@@ -197,7 +197,7 @@ def test_conditions_see_agent_tool_thread_and_now() -> None:
 def test_effects_hold_the_sum_already_done_on_the_thread() -> None:
     rita = make_user("rita", "reviewer")
     first = refund(2000)
-    do_decide(first.pk, reviewer=rita, valid=check_decision(first, user=rita, decision="approve"))
+    do_decide(first, reviewer=rita, valid=check_decision(first, user=rita, decision="approve"))
     get_backend().put_write(
         thread_id=first.thread_id,
         checkpoint_id=str(first.checkpoint_id),

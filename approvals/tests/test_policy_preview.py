@@ -31,7 +31,7 @@ def refund(cents: int) -> ApprovalRequest:
 def approve(request_: ApprovalRequest, *, by: str) -> None:
     reviewer = make_user(by, "reviewer")
     valid = check_decision(request_, user=reviewer, decision="approve", args=None, message="")
-    do_decide(request_.pk, reviewer=reviewer, valid=valid)
+    do_decide(request_, reviewer=reviewer, valid=valid)
 
 
 def test_preview_lists_the_requests_a_new_policy_would_decide_differently() -> None:

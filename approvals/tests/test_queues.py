@@ -82,7 +82,7 @@ def test_a_group_added_to_a_queue_in_admin_grants_its_members_access() -> None:
     sam.groups.add(seniors)
 
     valid = check_decision(request_, user=sam, decision="approve")
-    assert do_decide(request_.pk, reviewer=sam, valid=valid).status == "approved"
+    assert do_decide(request_, reviewer=sam, valid=valid).status == "approved"
 
 
 def test_the_inbox_is_oldest_first_and_filters_by_queue_agent_and_age() -> None:
@@ -125,10 +125,8 @@ def test_a_claimed_request_may_be_decided_only_by_its_claimer() -> None:
     ApprovalRequest.objects.filter(pk=request_.pk).update(claimed_by=sam, claim_active_at=timezone.now())
 
     with pytest.raises(DecisionConflict) as error:
-        do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+        do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
 
     assert str(error.value) == "Claimed by sam: ask them to release it, or an admin to reassign it."
-    decided = do_decide(
-        request_.pk, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve")
-    )
+    decided = do_decide(request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve"))
     assert (decided.status, decided.claimed_by) == ("approved", None)

@@ -38,7 +38,7 @@ def big_refund() -> ApprovalRequest:
 
 def decide(request_: ApprovalRequest, user: Any, decision: str = "approve", **kw: Any) -> ApprovalRequest:
     return do_decide(
-        request_.pk, reviewer=user, valid=check_decision(request_, user=user, decision=decision, **kw)
+        request_, reviewer=user, valid=check_decision(request_, user=user, decision=decision, **kw)
     )
 
 
@@ -170,7 +170,7 @@ def test_n_concurrent_approvals_resume_the_thread_exactly_once(monkeypatch: pyte
         try:
             valid = check_decision(request_, user=user, decision="approve")
             barrier.wait()
-            do_decide(request_.pk, reviewer=user, valid=valid)
+            do_decide(request_, reviewer=user, valid=valid)
         except (Conflict, NotAllowed) as exc:
             errors.append(exc)
         finally:
@@ -237,7 +237,7 @@ def test_the_conversation_says_how_many_approvals_a_pending_request_has_not_pend
     )
     request_ = make_gate(args={"order_id": "ORD-1001", "amount_cents": 150000})
     rita = make_user("rita", "reviewer")
-    do_decide(request_.pk, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
     client = Client()
     client.force_login(make_user("bob", "reviewer"))
 

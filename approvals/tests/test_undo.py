@@ -25,9 +25,7 @@ pytestmark = pytest.mark.django_db
 
 
 def approve(request_: ApprovalRequest, user: User) -> ApprovalRequest:
-    return do_decide(
-        request_.pk, reviewer=user, valid=check_decision(request_, user=user, decision="approve")
-    )
+    return do_decide(request_, reviewer=user, valid=check_decision(request_, user=user, decision="approve"))
 
 
 def stored_decisions(request_: ApprovalRequest) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
         if scope:
             _decide_and_stand(request, item, valid=valid, scope=scope)
         else:
-            do_decide(item.pk, reviewer=request.user, valid=valid)
+            do_decide(item, reviewer=request.user, valid=valid)
     except NotAllowed as exc:
         return {"error": str(exc), "status": 403}
     except InvalidInput as exc:
@@ -109,7 +109,7 @@ def _decide_and_stand(
     when = check_standing(item, user=request.user, scope=scope, until=until)
     # Not one transaction: do_decide commits what it must even when it refuses (a superseded
     # request); it raises then, so no standing decision follows a decision that was not made.
-    do_decide(item.pk, reviewer=request.user, valid=valid)
+    do_decide(item, reviewer=request.user, valid=valid)
     do_create_standing(item, reviewer=request.user, scope=scope, when=when, until=until)
 
 
