@@ -1,7 +1,11 @@
 """Deciding approval requests: who may, what is valid, and what happens when it is too late."""
 
+from typing import Any
+
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from agents.actions import InvalidInput
 from approvals.actions.audit import event_body, event_hash
@@ -18,6 +22,30 @@ pytestmark = pytest.mark.django_db
 
 def api(token: str) -> Client:
     return Client(headers={"Authorization": f"Bearer {token}"})
+
+
+def test_a_decision_writes_its_request_once_and_pushes_without_reading_it_back(
+    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DECISION_UNDO_S = 5
+    pushed: list[dict[str, Any]] = []
+    monkeypatch.setattr("approvals.events._send", lambda group, message: pushed.append(message))
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    valid = check_decision(request_, user=rita, decision="approve")
+
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+        do_decide(request_, reviewer=rita, valid=valid)
+
+    table = ApprovalRequest._meta.db_table
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(f'UPDATE "{table}"')]
+    assert len(writes) == 1 and '"undo_until"' in writes[0]  # the window's end goes with the decision
+    reads = [
+        q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and table in q["sql"]
+    ]
+    assert len(reads) == 1 and "FOR UPDATE" in reads[0]  # only the lock: the push used the row in hand
+    assert {"type": "approval.closed", "request_id": request_.pk} in pushed
+    assert any(m["type"] == "inbox.changed" and m["queues"] == [request_.queue] for m in pushed)
 
 
 def test_approve_records_the_decision_and_sets_the_thread_running() -> None:
