@@ -199,7 +199,7 @@ THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10)
 # one process runs many in threads (sharing DB_POOL_MAX_SIZE connections); SQLite serialises
 # writes, so there a couple of prefork processes do as well as anything (docs/architecture.md).
 STEP_POOL = os.environ.get("STEP_POOL", "threads" if _db["ENGINE"].endswith("postgresql") else "prefork")
-STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 100 if STEP_POOL == "threads" else 2)
+STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 300 if STEP_POOL == "threads" else 2)
 STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 10)  # the step worker's DB_POOL_MAX_SIZE
 # A step resumed by a person (a decision, an operator's resume, edit or fork) goes to its own
 # queue, served by threads of its own, so it never waits behind new threads' steps.
