@@ -4,7 +4,7 @@ import hashlib
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, AuditEvent, LedgerHead
@@ -14,7 +14,13 @@ GENESIS_HASH = "0" * 64
 
 
 def event_hash(*, prev_hash: str, body: dict[str, Any]) -> str:
-    return hashlib.sha256((prev_hash + canonical_json(body)).encode()).hexdigest()
+    return chained(prev_hash, canonical_json(body))
+
+
+def chained(prev_hash: str, body: str) -> str:
+    """The hash of an event's canonical body after the previous hash (Postgres computes the same
+    in _append_in_one_statement)."""
+    return hashlib.sha256((prev_hash + body).encode()).hexdigest()
 
 
 def event_body(event: AuditEvent) -> dict[str, Any]:
@@ -42,25 +48,73 @@ def do_audit(
     """Append an event to the ledger, chained to the previous one, in the caller's transaction.
     A None actor is the system (expiry, idle claims)."""
     known = actor is not None and actor.is_authenticated
-    with transaction.atomic():
+    event = AuditEvent(
+        actor=actor if known else None,  # type: ignore[misc]
+        actor_name=actor.get_username() if known else "system",  # type: ignore[union-attr]
+        action=action,
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        approval=approval,
+        approval_ref=approval.pk if approval is not None else None,
+        data=data or {},
+        created_at=timezone.now(),
+    )
+    body = canonical_json(event_body(event))
+    if connection.vendor == "postgresql":
+        while not _append_in_one_statement(event, body=body):
+            LedgerHead.objects.get_or_create(pk=1)  # the first event ever: no head row yet
+        return event
+    # The head row's lock orders every append; it is held until the caller commits.
+    with transaction.atomic(savepoint=False):
         head, _ = LedgerHead.objects.select_for_update().get_or_create(pk=1)
-        event = AuditEvent(
-            actor=actor if known else None,  # type: ignore[misc]
-            actor_name=actor.get_username() if known else "system",  # type: ignore[union-attr]
-            action=action,
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-            approval=approval,
-            approval_ref=approval.pk if approval is not None else None,
-            data=data or {},
-            created_at=timezone.now(),
-            prev_hash=head.last_hash,
-        )
-        event.hash = event_hash(prev_hash=head.last_hash, body=event_body(event))
+        event.prev_hash = head.last_hash
+        event.hash = chained(head.last_hash, body)
         event.save()
         head.last_hash = event.hash
         head.save(update_fields=["last_hash"])
     return event
+
+
+_APPENDED = (
+    "actor",
+    "actor_name",
+    "action",
+    "thread_id",
+    "checkpoint_id",
+    "approval",
+    "approval_ref",
+    "data",
+    "created_at",
+)
+
+
+def _append_in_one_statement(event: AuditEvent, *, body: str) -> bool:
+    """On Postgres: lock the head, insert the event chained to it (its hash computed by Postgres,
+    as event_hash computes it) and move the head, in one round trip. The head's lock orders
+    every append and is held until the caller commits: this way it is held for one statement
+    and the commit, not for three statements, a savepoint and the Python between them (decisions
+    queued on it). False: no head row yet."""
+    fields = [f for f in AuditEvent._meta.concrete_fields if f.name in _APPENDED]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    values = [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
+    events, heads = AuditEvent._meta.db_table, LedgerHead._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH head AS (SELECT last_hash FROM {heads} WHERE id = 1 FOR UPDATE), "
+            f"event AS (INSERT INTO {events} ({columns}, prev_hash, hash) "
+            f"SELECT {', '.join(['%s'] * len(values))}, last_hash, "
+            "encode(sha256(convert_to(last_hash || %s, 'UTF8')), 'hex') FROM head "
+            "RETURNING id, prev_hash, hash) "
+            f"UPDATE {heads} SET last_hash = event.hash FROM event WHERE {heads}.id = 1 "
+            "RETURNING event.id, event.prev_hash, event.hash",
+            [*values, body],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    event.pk, event.prev_hash, event.hash = row
+    event._state.adding, event._state.db = False, connection.alias
+    return True
 
 
 def audit_request(

@@ -124,3 +124,36 @@ def test_the_ledger_page_verifies_the_chain_on_request(events: list[AuditEvent])
     assert "Chain intact: 3 events verified" in client.get("/ledger/", {"verify": "1"}).content.decode()
     AuditEvent.objects.filter(pk=events[1].pk).delete()
     assert "Chain broken" in client.get("/ledger/", {"verify": "1"}).content.decode()
+
+
+def test_any_text_chains_as_verify_ledger_recomputes_it() -> None:
+    # On Postgres the database hashes the appended event: the UTF-8 bytes must be Python's.
+    said = {"note": 'Rü-fund ☃ 🎉 "quoted" \\ back\tslash', "amount": 4250, "nested": {"b": [1, None]}}
+    first = do_audit(actor=make_user("zoë", "reviewer"), action="thread.message", data=said)
+    second = do_audit(actor=None, action="thread.message", thread_id="t-ü", data={"after": "ünïcode"})
+
+    assert second.prev_hash == first.hash
+    assert AuditEvent.objects.get(pk=first.pk).data == said
+    assert verify_ledger().ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_appends_from_many_connections_at_once_form_one_chain() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection, transaction
+
+    def append(n: int) -> None:
+        try:
+            with transaction.atomic():
+                do_audit(actor=None, action="thread.message", data={"n": n})
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(append, range(40)))
+
+    chain = list(AuditEvent.objects.order_by("id"))
+    assert sorted(e.data["n"] for e in chain) == list(range(40))
+    assert [e.prev_hash for e in chain[1:]] == [e.hash for e in chain[:-1]]
+    assert verify_ledger().ok
