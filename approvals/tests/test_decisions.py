@@ -217,3 +217,30 @@ def test_model_text_with_html_is_shown_as_text_on_the_decision_page() -> None:
 
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_reviewers_decision_over_the_api_takes_ten_queries(
+    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's figure, counted once the token's last use is fresh: the token, the request,
+    # the reviewer's groups and queues, the transaction's two ends, the thread's and the
+    # request's locks, the decision's UPDATE and the ledger's append (three statements on
+    # SQLite); the push reads nothing and the undo window's task is a send, not a query.
+    settings.DECISION_UNDO_S = 5
+    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
+    rita = make_user("rita", "reviewer")
+    first, second = make_gate(), make_gate()
+    client = api(do_create_token(user=rita))
+
+    def decide(request_: ApprovalRequest) -> int:
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            response = client.post(
+                f"/api/approvals/{request_.pk}/decision",
+                {"decision": "approve"},
+                content_type="application/json",
+            )
+        assert response.status_code == 200
+        return len(queries.captured_queries)
+
+    decide(first)
+    assert decide(second) == (10 if connection.vendor == "postgresql" else 12)
