@@ -109,11 +109,10 @@ def send_requests_closed(*, requests: list[selectors.RequestRoute]) -> None:
         _send(thread_group(request_.thread_id), {"type": "approval.closed", "request_id": request_.pk})
 
 
-def send_request_changed(*, request_id: int, queues: list[str]) -> None:
+def send_request_changed(*, request: selectors.RequestRoute, queues: list[str]) -> None:
     """A claim or a queue changed: inboxes and the request's decision page update."""
-    send_inbox_changed(queues=queues, request_ids=[request_id])
-    for request_ in selectors.request_routes([request_id]):
-        _send(thread_group(request_.thread_id), {"type": "approval.changed", "request_id": request_.pk})
+    send_inbox_changed(queues=queues, request_ids=[request.pk])
+    _send(thread_group(request.thread_id), {"type": "approval.changed", "request_id": request.pk})
 
 
 def on_thread_changed(sender: Any, *, thread_id: str, **kwargs: Any) -> None:

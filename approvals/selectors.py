@@ -160,12 +160,6 @@ class RequestRoute:
         return cls(pk=request_.pk, queue=request_.queue, thread_id=request_.thread_id)
 
 
-def request_routes(ids: list[int]) -> list[RequestRoute]:
-    """The routes of these requests, in one lean query (no rows to build: a push needs no more)."""
-    rows = ApprovalRequest.objects.filter(pk__in=ids).values_list("pk", "queue", "thread_id")
-    return [RequestRoute(pk=pk, queue=queue, thread_id=thread_id) for pk, queue, thread_id in rows]
-
-
 def requests_by_ids(ids: list[int]) -> list[ApprovalRequest]:
     return list(
         ApprovalRequest.objects.filter(pk__in=ids).select_related("thread", "decided_by", "claimed_by")

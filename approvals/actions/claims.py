@@ -20,6 +20,7 @@ from approvals.actions.audit import audit_request
 from approvals.actions.decisions import describe_closed
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import RequestRoute
 
 # One answer for "no such user" and "a user who may not decide this queue", so that the
 # reassign form cannot be used to find out which usernames exist.
@@ -56,8 +57,8 @@ def _set_claim(request_: ApprovalRequest, user: AbstractBaseUser | None, *, now:
 
 def _changed(request_: ApprovalRequest, *, actor: AbstractBaseUser | None, action: str, **data: str) -> None:
     audit_request(request_, actor=actor, action=action, data=data)
-    request_id, queues = request_.pk, [request_.queue]
-    events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=queues))
+    route, queues = RequestRoute.of(request_), [request_.queue]
+    events.on_commit(lambda: events.send_request_changed(request=route, queues=queues))
 
 
 def do_claim(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:

@@ -81,6 +81,6 @@ def _escalate(request_: ApprovalRequest) -> None:
     audit_request(
         request_, actor=None, action="expiry.escalate", seen=seen, data={"reason": reason, "to": target}
     )
-    request_id = request_.pk
-    events.on_commit(lambda: events.send_request_changed(request_id=request_id, queues=[source, target]))
-    notify.notify_on_commit(event=notify.ESCALATED, request_ids=[request_id])
+    route = RequestRoute.of(request_)
+    events.on_commit(lambda: events.send_request_changed(request=route, queues=[source, target]))
+    notify.notify_on_commit(event=notify.ESCALATED, request_ids=[route.pk])

@@ -9,6 +9,7 @@ from approvals import events
 from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, Signoff
+from approvals.selectors import RequestRoute
 
 
 class AlreadySignedOff(Conflict):
@@ -67,6 +68,6 @@ def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_
     # Let the next reviewer take it: a claim would hold it for the one who already approved.
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
-    pk, queue = request_.pk, request_.queue
-    events.on_commit(lambda: events.send_request_changed(request_id=pk, queues=[queue]))  # show the count
+    route, queue = RequestRoute.of(request_), request_.queue
+    events.on_commit(lambda: events.send_request_changed(request=route, queues=[queue]))  # show the count
     return False
