@@ -47,7 +47,7 @@ def do_schedule_effect(request_: ApprovalRequest, *, thread: ThreadData) -> None
         _record(request_, decision=decision_of(request_))
         gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
         return
-    _take_effect_later(checkpoint_id=str(request_.checkpoint_id), after_s=float(settings.DECISION_UNDO_S))
+    _take_effect_later(checkpoint_id=str(request_.checkpoint_id), at=request_.undo_until)
 
 
 KIND_FOR = {
@@ -98,8 +98,7 @@ def do_take_effect(*, checkpoint_id: str) -> int:
         now, due = timezone.now(), 0
         for request_ in requests:
             if request_.undo_until and request_.undo_until > now:  # early (clocks): try again then
-                left = (request_.undo_until - now).total_seconds()
-                _take_effect_later(checkpoint_id=checkpoint_id, after_s=left)
+                _take_effect_later(checkpoint_id=checkpoint_id, at=request_.undo_until)
                 continue
             _record(request_, decision=decision_of(request_))
             due += 1
@@ -163,7 +162,8 @@ def _record(request_: ApprovalRequest, *, decision: HumanDecision) -> None:
         request_.save(update_fields=["undo_until"])
 
 
-def _take_effect_later(*, checkpoint_id: str, after_s: float) -> None:
+def _take_effect_later(*, checkpoint_id: str, at: datetime) -> None:
+    """Run take_effect_task for the checkpoint at `at` (a request's stored undo_until)."""
     from approvals.tasks import take_effect_task
 
     def enqueue() -> None:
@@ -171,7 +171,7 @@ def _take_effect_later(*, checkpoint_id: str, after_s: float) -> None:
             task = take_effect_task.s(checkpoint_id)
             if settings.RESUME_QUEUE:  # a person's decision: ahead of new threads' steps
                 task = task.set(queue=settings.RESUME_QUEUE)
-            task.apply_async(countdown=after_s)
+            task.apply_async(eta=at)
         except Exception as exc:  # the sweep takes over
             log.warning("could not schedule decisions at %s (%s); the sweep will", checkpoint_id, exc)
 
