@@ -75,17 +75,7 @@ def do_audit(
     return event
 
 
-_APPENDED = (
-    "actor",
-    "actor_name",
-    "action",
-    "thread_id",
-    "checkpoint_id",
-    "approval",
-    "approval_ref",
-    "data",
-    "created_at",
-)
+_SET_BY_POSTGRES = ("id", "prev_hash", "hash")
 
 
 def _append_in_one_statement(event: AuditEvent, *, body: str) -> bool:
@@ -94,7 +84,7 @@ def _append_in_one_statement(event: AuditEvent, *, body: str) -> bool:
     every append and is held until the caller commits: this way it is held for one statement
     and the commit, not for three statements, a savepoint and the Python between them (decisions
     queued on it). False: no head row yet."""
-    fields = [f for f in AuditEvent._meta.concrete_fields if f.name in _APPENDED]
+    fields = [f for f in AuditEvent._meta.concrete_fields if f.name not in _SET_BY_POSTGRES]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     values = [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
     events, heads = AuditEvent._meta.db_table, LedgerHead._meta.db_table
