@@ -253,7 +253,7 @@ def test_take_policy_screenshots(page: Page, live_server_url: str, celery_worker
         off_loop(make_gate, args={"order_id": order, "amount_cents": cents})
     for request_ in ApprovalRequest.objects.all()[:2]:
         valid = check_decision(request_, user=rita, decision="approve")
-        off_loop(do_decide, request_.pk, reviewer=rita, valid=valid)
+        off_loop(do_decide, request_, reviewer=rita, valid=valid)
     policies: list[tuple[str, str, str, dict[str, Any]]] = [
         ("two people", "args.amount_cents > 100000", "require", {"approvers": 2, "order": 10}),
         ("large refunds", "args.amount_cents > 50000", "route", {"queue": "supervisors", "order": 20}),
@@ -264,7 +264,7 @@ def test_take_policy_screenshots(page: Page, live_server_url: str, celery_worker
         off_loop(do_create_policy, actor=ada, fields=fields)
 
     big = off_loop(make_gate, args={"order_id": "ORD-1006", "amount_cents": 150000})
-    off_loop(do_decide, big.pk, reviewer=rita, valid=check_decision(big, user=rita, decision="approve"))
+    off_loop(do_decide, big, reviewer=rita, valid=check_decision(big, user=rita, decision="approve"))
     log_in(page, live_server_url, "bob")
     page.goto(f"{live_server_url}/approvals/{big.pk}/")
     expect(page.locator("[data-policy-note]")).to_contain_text("1 of 2 approvals: rita")
