@@ -273,13 +273,10 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
     @on_own_thread
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
-        rows = LangGraphCheckpoint.objects.using(self.using).filter(
-            thread_id=conf["thread_id"], checkpoint_ns=conf.get("checkpoint_ns", "")
+        found = sql.read_checkpoint(
+            self.using, conf["thread_id"], conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
         )
-        if checkpoint_id := get_checkpoint_id(config):
-            rows = rows.filter(checkpoint_id=checkpoint_id)
-        row = rows.order_by("-checkpoint_id").first()
-        return self._load(row) if row is not None else None
+        return self._load(*found) if found is not None else None
 
     def list(
         self,
@@ -325,8 +322,11 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             found += 1
             yield self._load(row)
 
-    def _load(self, row: LangGraphCheckpoint) -> CheckpointTuple:
-        """Decode and verify a checkpoint with its values and pending writes; cache its layout."""
+    def _load(
+        self, row: LangGraphCheckpoint, stored_writes: builtins.list[tuple[Any, ...]] | None = None
+    ) -> CheckpointTuple:
+        """Decode and verify a checkpoint with its values and pending writes (read here unless
+        given); cache its layout."""
         thread_id, ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
         sealer = current_sealer()
         try:
@@ -342,7 +342,8 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             )
             if expected != bytes(row.digest):
                 raise Tampered("the checkpoint does not match its digest")
-            stored_writes = sql.read_writes(self.using, thread_id, ns, checkpoint_id)
+            if stored_writes is None:
+                stored_writes = sql.read_writes(self.using, thread_id, ns, checkpoint_id)
             items = [k for w in stored_writes for k in layout.write_keys(w[4])]
             # The refs are covered by the verified digest: values held for the same refs are these.
             known = self._recent.get((thread_id, ns, checkpoint_id))

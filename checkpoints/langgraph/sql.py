@@ -1,5 +1,6 @@
 """The GatehouseSaver's statements, as SQL that Postgres and SQLite both run."""
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -165,6 +166,42 @@ def read_blobs(
         return {
             bytes(key): (bytes(prev) if prev is not None else None, bytes(data)) for key, prev, data in cursor
         }
+
+
+CHECKPOINT_COLUMNS = ("checkpoint_id", "parent_id", "header", "refs", "metadata", "digest")
+
+
+def read_checkpoint(
+    using: str, thread_id: str, ns: str, checkpoint_id: str | None
+) -> tuple[LangGraphCheckpoint, list[tuple[Any, ...]]] | None:
+    """The checkpoint named (or the namespace's newest) with its pending writes, in one query:
+    the row joined to its writes, one result row per write."""
+    connection = connections[using]
+    named = " AND checkpoint_id = %s" if checkpoint_id else ""
+    columns = ", ".join(CHECKPOINT_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.*, w.task_id, w.idx, w.channel, w.task_path, w.data, w.digest FROM (SELECT {columns} "
+            f"FROM {CHECKPOINTS} WHERE thread_id = %s AND checkpoint_ns = %s{named} "
+            f"ORDER BY checkpoint_id DESC LIMIT 1) c LEFT JOIN {WRITES} w ON w.thread_id = %s "
+            "AND w.checkpoint_ns = %s AND w.checkpoint_id = c.checkpoint_id",
+            [thread_id, ns, *([checkpoint_id] if checkpoint_id else []), thread_id, ns],
+        )
+        found = cursor.fetchall()
+    if not found:
+        return None
+    values = dict(zip(CHECKPOINT_COLUMNS, found[0][: len(CHECKPOINT_COLUMNS)], strict=True))
+    for name in ("refs", "metadata"):
+        # JSON columns come back as text here (Django loads Postgres' jsonb as text too).
+        if isinstance(values[name], str):
+            values[name] = json.loads(values[name])
+    row = LangGraphCheckpoint(thread_id=thread_id, checkpoint_ns=ns, **values)
+    writes = [
+        (t, i, c, p, bytes(d), bytes(g))
+        for t, i, c, p, d, g in (r[len(CHECKPOINT_COLUMNS) :] for r in found)
+        if t is not None
+    ]
+    return row, writes
 
 
 def read_writes(using: str, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[Any, ...]]:
