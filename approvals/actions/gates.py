@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -38,6 +39,7 @@ def do_open_requests(
     *, thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate]
 ) -> list[ApprovalRequest]:
     """Create one pending request per gate. Runs inside the step's transaction."""
+    originals = _originals(thread_id=thread_id, keys=[gate.key for gate in gates])
     created = ApprovalRequest.objects.bulk_create(
         [
             ApprovalRequest(
@@ -57,8 +59,8 @@ def do_open_requests(
             for gate in gates
         ]
     )
-    for request_ in created:
-        _link_to_original(request_)
+    if originals:
+        _link_to_originals(created, originals)
     if do_apply_policies(created, thread_id=thread_id, agent=agent):
         gate_protocol.resume_if_decided(thread_id=thread_id, checkpoint_id=checkpoint.id)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
@@ -68,24 +70,35 @@ def do_open_requests(
     return created
 
 
-def _link_to_original(request_: ApprovalRequest) -> None:
-    """A gate asked again (same thread, same call, after an edit or fork) points at the request
-    it replaces and keeps its place in the queue: the original's created_at."""
-    original = (
-        ApprovalRequest.objects.filter(
-            thread_id=request_.thread_id,
-            key=request_.key,
-            status=ApprovalStatus.SUPERSEDED,
-            replaced_by__isnull=True,
+def _originals(*, thread_id: str, keys: list[str]) -> dict[str, int]:
+    """Per gate key, the superseded request that asked it last and was not asked again yet (a
+    gate asked again after an edit or fork). Plain SQL: it runs at every gate, where the ORM
+    spent about a millisecond of CPU compiling the query."""
+    if not keys:
+        return {}
+    table = ApprovalRequest._meta.db_table
+    marks = ", ".join(["%s"] * len(keys))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT o.key, o.id FROM {table} o WHERE o.thread_id = %s AND o.key IN ({marks}) "
+            f"AND o.status = %s AND NOT EXISTS (SELECT 1 FROM {table} r WHERE r.supersedes_id = o.id) "
+            "ORDER BY o.id",
+            [thread_id, *keys, ApprovalStatus.SUPERSEDED.value],
         )
-        .exclude(pk=request_.pk)
-        .order_by("-id")
-        .first()
-    )
-    if original is None:
-        return
-    request_.supersedes, request_.created_at = original, original.created_at
-    ApprovalRequest.objects.filter(pk=request_.pk).update(supersedes=original, created_at=original.created_at)
+        return dict(cursor.fetchall())  # ordered by id: a key's newest wins
+
+
+def _link_to_originals(created: list[ApprovalRequest], originals: dict[str, int]) -> None:
+    """A gate asked again points at the request it replaces and keeps its place in the queue:
+    the original's created_at."""
+    asked_at = dict(ApprovalRequest.objects.filter(pk__in=originals.values()).values_list("pk", "created_at"))
+    for request_ in created:
+        if (original := originals.get(request_.key)) is None:
+            continue
+        request_.supersedes_id, request_.created_at = original, asked_at[original]
+        ApprovalRequest.objects.filter(pk=request_.pk).update(
+            supersedes_id=original, created_at=asked_at[original]
+        )
 
 
 def do_supersede_requests(*, thread_id: str, reason: str) -> int:

@@ -101,6 +101,36 @@ def test_editing_state_writes_an_update_checkpoint_and_asks_for_approval_again()
     assert event.data["changes"][0]["path"] == "messages[1].tool_calls[0].function.arguments"
 
 
+def test_a_gate_asked_again_points_at_the_request_it_replaces_and_keeps_its_place() -> None:
+    olga = make_user("olga", "operator")
+    first = make_gate()
+    later = make_gate()  # another thread's, asked after the first
+
+    def edit_amount(cents: int) -> ApprovalRequest:
+        values = head_values(first.thread_id)
+        call = values["messages"][-1]["tool_calls"][0]
+        call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001", "amount_cents": cents})
+        do_edit_state(first.thread_id, user=olga, values=values)
+        return ApprovalRequest.objects.get(thread_id=first.thread_id, status=ApprovalStatus.PENDING)
+
+    second = edit_amount(100)
+    third = edit_amount(200)
+
+    # Each points at the one it replaced, not at an older one already asked again.
+    assert (second.supersedes_id, third.supersedes_id) == (first.pk, second.pk)
+    assert third.created_at == second.created_at == first.created_at < later.created_at
+    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    assert [r.pk for r in pending] == [third.pk, later.pk]  # oldest first: the first's place
+
+    # A gate asked for the first time looks for its original once and writes nothing more
+    # than its row (the factory then reads the request it made).
+    with CaptureQueriesContext(connection) as queries:
+        make_gate()
+    table = ApprovalRequest._meta.db_table
+    on_requests = [q["sql"].split()[0] for q in queries.captured_queries if table in q["sql"]]
+    assert sorted(on_requests) == ["INSERT", "SELECT", "SELECT"]
+
+
 def test_an_invalid_state_edit_is_refused_with_field_errors_and_changes_nothing() -> None:
     olga = make_user("olga", "operator")
     request_ = make_gate()
