@@ -293,11 +293,13 @@ class ThreadsContract(Hooks):
     # --- leases -------------------------------------------------------------------------
 
     def test_claim_takes_a_free_lease_and_returns_the_thread(self, backend: Any) -> None:
-        start(backend)
+        start(backend, metadata={"tenant": "acme", "tags": ["vip"]})
 
         thread = backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
 
+        # As read back, field by field: the head's id, the metadata, the times with their zone.
         assert thread == backend.get_thread(thread_id=THREAD)
+        assert thread.metadata == {"tenant": "acme", "tags": ["vip"]}
 
     def test_a_second_owner_cannot_claim_an_unexpired_lease(self, backend: Any) -> None:
         start(backend)

@@ -67,23 +67,6 @@ def _thread_data(thread: Thread) -> ThreadData:
     )
 
 
-def _updated_thread(
-    assignments: str, params: list[Any], *, where: str, where_params: list[Any], thread_id: str
-) -> ThreadData | None:
-    """UPDATE the thread's row if `where` holds and return it as it now is: one round trip
-    where the ORM takes two (an update, then a read). SQLite has RETURNING since 3.35."""
-    table = Thread._meta.db_table
-    # Read to the end: SQLite finishes the statement (and, outside a transaction, commits it)
-    # only when its cursor is exhausted.
-    rows = list(
-        Thread.objects.raw(
-            f"UPDATE {table} SET {assignments} WHERE id = %s AND {where} RETURNING *",
-            [*params, thread_id, *where_params],
-        )
-    )
-    return _thread_data(rows[0]) if rows else None
-
-
 class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def __init__(self) -> None:
         self.layouts = LayoutCache()
@@ -140,7 +123,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
 
     def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
         now = timezone.now()
-        return _updated_thread(
+        return sql.update_thread(
             "lease_owner = %s, lease_expires_at = %s",
             [owner, now + timedelta(seconds=ttl_s)],
             where="(lease_expires_at IS NULL OR lease_expires_at < %s OR lease_owner = %s)",
@@ -149,11 +132,11 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         )
 
     def release(self, *, thread_id: str, owner: str) -> None:
-        Thread.objects.filter(pk=thread_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+        sql.release_lease(thread_id=thread_id, owner=owner)
 
     def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
         # The UPDATE locks the row as SELECT ... FOR UPDATE would, in the same round trip.
-        return _updated_thread(
+        return sql.update_thread(
             "lease_expires_at = %s",
             [timezone.now()],
             where="lease_owner = %s",

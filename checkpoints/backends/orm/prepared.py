@@ -23,16 +23,23 @@ def fetch_all(sql: str, params: Sequence[Any]) -> list[Any]:
     return _run(sql, params, all_rows=True)
 
 
-def _run(sql: str, params: Sequence[Any], *, all_rows: bool) -> list[Any]:
+def execute(sql: str, params: Sequence[Any]) -> None:
+    """Run a statement that returns no rows."""
+    _run(sql, params, all_rows=None)
+
+
+def _run(sql: str, params: Sequence[Any], *, all_rows: bool | None) -> list[Any]:
     if connection.vendor != "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
+            if all_rows is None:
+                return []
             return list(cursor.fetchall() if all_rows else filter(None, [cursor.fetchone()]))
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
-        rows = cursor.fetchall() if all_rows else [cursor.fetchone()]
+        rows = [] if all_rows is None else cursor.fetchall() if all_rows else [cursor.fetchone()]
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return [row for row in rows if row is not None]

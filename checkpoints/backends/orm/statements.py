@@ -16,9 +16,9 @@ from typing import Any
 from django.db import connection, models
 from django.utils.dateparse import parse_datetime
 
-from checkpoints.backends.base import CheckpointSummary
+from checkpoints.backends.base import CheckpointSummary, ThreadData
 from checkpoints.backends.orm import prepared
-from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, Thread
+from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, Thread, ThreadStatus
 from checkpoints.storage.layout import Row
 from checkpoints.storage.loading import StoredRows, Wanted
 
@@ -142,12 +142,49 @@ def _from_db(row: Sequence[Any]) -> list[Any]:
     for name in ("id", "parent_id"):
         value = values[name]
         values[name] = value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(value)
-    created = values["created_at"]
-    created = parse_datetime(created) if isinstance(created, str) else created
-    if created is not None and created.tzinfo is None:  # SQLite keeps UTC without a zone
-        created = created.replace(tzinfo=UTC)
-    values["created_at"] = created
+    values["created_at"] = _aware(values["created_at"])
     return list(values.values())
+
+
+def _aware(value: Any) -> Any:
+    """A datetime column's value as the ORM returns it: SQLite keeps text in UTC without a zone."""
+    value = parse_datetime(value) if isinstance(value, str) else value
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+THREAD_COLUMNS = ("id", "agent", "status", "head_id", "metadata", "created_at", "updated_at", "error")
+
+
+def update_thread(
+    assignments: str, params: list[Any], *, where: str, where_params: list[Any], thread_id: str
+) -> ThreadData | None:
+    """UPDATE the thread's row if `where` holds and return it as it now is: one round trip
+    where the ORM takes two (an update, then a read). SQLite has RETURNING since 3.35."""
+    # All rows read: SQLite finishes the statement (and, outside a transaction, commits it)
+    # only when its cursor is exhausted.
+    rows = prepared.fetch_all(
+        f"UPDATE {THREADS} SET {assignments} WHERE id = %s AND {where} RETURNING {', '.join(THREAD_COLUMNS)}",
+        [*params, thread_id, *where_params],
+    )
+    if not rows:
+        return None
+    values = dict(zip(THREAD_COLUMNS, rows[0], strict=True))
+    head_id, metadata = values["head_id"], values["metadata"]
+    return ThreadData(
+        **{name: values[name] for name in ("id", "agent", "error")},
+        status=ThreadStatus(values["status"]),
+        head_id=str(uuid.UUID(str(head_id))) if head_id is not None else None,
+        metadata=json.loads(metadata) if isinstance(metadata, str) else metadata,
+        created_at=_aware(values["created_at"]),
+        updated_at=_aware(values["updated_at"]),
+    )
+
+
+def release_lease(*, thread_id: str, owner: str) -> None:
+    prepared.execute(
+        f"UPDATE {THREADS} SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_owner = %s",
+        [thread_id, owner],
+    )
 
 
 VALUES = StoredValue._meta.db_table
