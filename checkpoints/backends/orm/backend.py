@@ -265,21 +265,11 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
 
     def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
         data = current_sealer().seal(canonical_json(value))  # refuses what is not JSON, before any query
-        try:
-            with transaction.atomic():
-                PendingWrite.objects.create(
-                    checkpoint_id=checkpoint_id, task_id=task_id, kind=kind, data=data
-                )
-        except IntegrityError:
-            return False
-        return True
+        return sql.insert_write(checkpoint_id=checkpoint_id, task_id=task_id, kind=kind, data=data)
 
     def get_writes(self, *, thread_id: str, checkpoint_id: str) -> dict[str, tuple[str, Any]]:
-        rows = PendingWrite.objects.filter(
-            checkpoint_id=_uuid(checkpoint_id) or NO_ROW, checkpoint__thread_id=thread_id
-        )
         sealer = current_sealer()
         return {
             task_id: (kind, json.loads(sealer.open(data)))
-            for task_id, kind, data in rows.order_by("id").values_list("task_id", "kind", "data")
+            for task_id, kind, data in sql.fetch_writes(thread_id=thread_id, checkpoint_id=checkpoint_id)
         }

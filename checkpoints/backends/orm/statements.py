@@ -14,11 +14,12 @@ from datetime import UTC
 from typing import Any
 
 from django.db import connection, models
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from checkpoints.backends.base import CheckpointSummary, ThreadData
 from checkpoints.backends.orm import prepared
-from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, Thread, ThreadStatus
+from checkpoints.models import Checkpoint, CheckpointSource, PendingWrite, StoredValue, Thread, ThreadStatus
 from checkpoints.storage.layout import Row
 from checkpoints.storage.loading import StoredRows, Wanted
 
@@ -180,6 +181,40 @@ def update_thread(
     )
 
 
+def insert_write(*, checkpoint_id: str, task_id: str, kind: str, data: str) -> bool:
+    """Record a task's write unless the checkpoint has one for the task; True if this one was.
+    ON CONFLICT instead of catching the unique violation: no savepoint around it (two round
+    trips) inside the caller's transaction."""
+    created_at = PendingWrite._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+    rows = prepared.fetch_all(
+        f"INSERT INTO {WRITES} (checkpoint_id, task_id, kind, data, created_at) VALUES (%s, %s, %s, %s, %s) "
+        "ON CONFLICT (checkpoint_id, task_id) DO NOTHING RETURNING id",
+        [_checkpoint_pk(checkpoint_id), task_id, kind, data, created_at],
+    )
+    return bool(rows)
+
+
+def fetch_writes(*, thread_id: str, checkpoint_id: str) -> list[tuple[str, str, str]]:
+    """(task_id, kind, data) of the checkpoint's writes, oldest first; none for a checkpoint
+    of another thread."""
+    return prepared.fetch_all(
+        f"SELECT w.task_id, w.kind, w.data FROM {WRITES} w JOIN {CHECKPOINTS} c ON c.id = w.checkpoint_id "
+        "WHERE w.checkpoint_id = %s AND c.thread_id = %s ORDER BY w.id",
+        [_checkpoint_pk(checkpoint_id), thread_id],
+    )
+
+
+def _checkpoint_pk(checkpoint_id: str) -> Any:
+    """A checkpoint id as its column stores it (SQLite: hex text); a malformed one matches nothing."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except ValueError:
+        value = uuid.UUID(int=0)
+    pk = Checkpoint._meta.pk
+    assert pk is not None
+    return pk.get_db_prep_value(value, connection)
+
+
 def release_lease(*, thread_id: str, owner: str) -> None:
     prepared.execute(
         f"UPDATE {THREADS} SET lease_owner = '', lease_expires_at = NULL WHERE id = %s AND lease_owner = %s",
@@ -188,6 +223,7 @@ def release_lease(*, thread_id: str, owner: str) -> None:
 
 
 VALUES = StoredValue._meta.db_table
+WRITES = PendingWrite._meta.db_table
 CHECKPOINTS = Checkpoint._meta.db_table
 THREADS = Thread._meta.db_table
 
