@@ -4,11 +4,12 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from approvals.actions.tokens import do_create_token
+from approvals.actions.tokens import access_token_user, do_create_token
 from approvals.models import ApiToken
 from tests.factories import make_user
 
@@ -78,3 +79,29 @@ def test_a_tokens_last_use_is_recorded_at_most_once_a_minute() -> None:
 
     assert first is not None and unchanged == first
     assert row(raw).last_used_at > first  # type: ignore[operator]
+
+
+def test_a_token_finds_its_user_as_the_orm_reads_it_and_nobody_for_a_revoked_one_or_an_inactive_user() -> (
+    None
+):
+    rita = make_user("rita", "reviewer")
+    rita.last_login, rita.is_staff = timezone.now(), True
+    rita.save()
+    raw = do_create_token(user=rita)
+
+    found = access_token_user(raw)
+
+    # Every field as the ORM reads it: times with their zone, booleans as booleans.
+    assert found is not None
+    fresh = User.objects.get(pk=rita.pk)
+    assert {f.attname: getattr(found, f.attname) for f in User._meta.concrete_fields} == {
+        f.attname: getattr(fresh, f.attname) for f in User._meta.concrete_fields
+    }
+    assert found.is_staff is True and found.last_login is not None and found.last_login.tzinfo is not None
+    assert found.groups.filter(name="reviewer").exists()
+    assert access_token_user(raw + "x") is None
+    User.objects.filter(pk=rita.pk).update(is_active=False)
+    assert access_token_user(raw) is None
+    User.objects.filter(pk=rita.pk).update(is_active=True)
+    ApiToken.objects.filter(pk=row(raw).pk).update(revoked_at=timezone.now())
+    assert access_token_user(raw) is None

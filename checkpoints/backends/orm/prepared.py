@@ -1,4 +1,4 @@
-"""Run the store's hot statements; on Postgres as server-side prepared statements.
+"""Run hot statements; on Postgres as server-side prepared statements.
 
 Django binds parameters client-side, so Postgres parses and plans every statement anew; the
 store's few hot statements are the same text every time, so preparing them once per
@@ -8,10 +8,32 @@ connection.queries like any other.
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from django.db import connection
+from django.db import connection, models
+
+M = TypeVar("M", bound=models.Model)
+
+
+def columns(model: type[models.Model], alias: str) -> str:
+    """The SELECT list of a model's concrete columns, in the order instance() reads them."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+def instance(model: type[M], row: Sequence[Any]) -> M:
+    """A model instance from a row of columns(model), converted as the ORM converts its own
+    query's values (SQLite's text datetimes and integer booleans, JSON text)."""
+    fields = model._meta.concrete_fields
+    values = []
+    for field, value in zip(fields, row, strict=True):
+        column = field.get_col(model._meta.db_table)
+        own = field.get_db_converters(connection)  # type: ignore[attr-defined]  # (not in django-stubs)
+        for convert in [*connection.ops.get_db_converters(column), *own]:
+            value = convert(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
 
 
 def fetch_one(sql: str, params: Sequence[Any]) -> Any:
