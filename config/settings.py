@@ -165,6 +165,8 @@ CHANNEL_LAYERS = {
 LIVE_REJOIN_S = env_int("LIVE_REJOIN_S", 5)
 
 CELERY_BROKER_URL = REDIS_URL
+# Redis with one client per channel (config/broker.py); a rediss:// or sentinel:// URL keeps kombu's own.
+CELERY_BROKER_TRANSPORT = "config.broker:Transport" if REDIS_URL.startswith("redis://") else None
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # A step is acknowledged only after it ran: a worker killed mid-step gets its task redelivered.

@@ -1,0 +1,35 @@
+"""The Celery broker's Redis channels reuse one client (config/broker.py) and still deliver."""
+
+from kombu import Connection
+
+from config.celery import app
+
+
+def test_a_channel_sends_every_command_through_one_client_and_messages_still_arrive(redis_ready: str) -> None:
+    assert app.conf.broker_transport == "config.broker:Transport"
+    with Connection(redis_ready, transport=app.conf.broker_transport) as connection:
+        queue = connection.SimpleQueue("test-broker-client")
+        channel = queue.channel
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as again:
+            assert first is again
+
+        for n in range(3):
+            queue.put({"n": n})
+        received = [queue.get(timeout=5) for _ in range(3)]
+        for message in received:
+            message.ack()  # acks go through the same client
+        assert [m.payload["n"] for m in received] == [0, 1, 2]
+        with channel.conn_or_acquire() as client:
+            assert client is first
+            assert client.hlen(channel.unacked_key) == 0  # every ack landed
+
+        # After a fork the channel's pools are dropped: a new client for the new pool.
+        channel._after_fork()
+        queue.put({"n": 3})
+        message = queue.get(timeout=5)
+        message.ack()
+        assert message.payload == {"n": 3}
+        with channel.conn_or_acquire() as client:
+            assert client is not first and client.connection_pool is channel.pool
+        queue.clear()
+        queue.close()
