@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from checkpoints.backends.base import CheckpointData, HeadConflict
+from checkpoints.backends.base import CheckpointData, HeadConflict, ThreadExists
 from checkpoints.backends.memory import MemoryBackend
 from checkpoints.backends.orm import OrmBackend
 from checkpoints.models import Checkpoint, PendingWrite, StoredValue, StoreItem, ThreadStatus
@@ -140,6 +140,24 @@ def test_orm_storage_bytes_counts_the_threads_rows() -> None:
     conversation(backend, items=5, size=1000)
 
     assert 5000 < backend.storage_bytes(thread_id=THREAD) < 10_000
+
+
+@pytest.mark.django_db
+def test_orm_a_taken_thread_id_inside_a_transaction_writes_nothing_and_leaves_the_transaction_usable() -> (
+    None
+):
+    backend = OrmBackend()
+    start(backend)
+
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries, pytest.raises(ThreadExists):
+            start(backend, agent="outreach")
+        _, other = start(backend, thread_id="t-other")  # the same transaction goes on
+
+    assert not [q for q in queries.captured_queries if "SAVEPOINT" in q["sql"]]
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]  # nothing after it
+    assert backend.get_thread(thread_id=THREAD).agent == "refunds"
+    assert backend.get_thread(thread_id="t-other").head_id == other.id
 
 
 @pytest.mark.django_db

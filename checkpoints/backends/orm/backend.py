@@ -12,7 +12,7 @@ from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -84,17 +84,17 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     ) -> tuple[ThreadData, CheckpointData]:
         check_thread_id(thread_id)
         summary, layout, plan_rows, refs = self._prepare(thread_id=thread_id, parent=None, new=first)
-        try:
-            with transaction.atomic():
-                thread = Thread.objects.create(
-                    id=thread_id, agent=agent, status=status, metadata=metadata or {}, head_id=summary.id
-                )
+        with transaction.atomic(savepoint=False):
+            thread = sql.insert_thread(
+                thread_id=thread_id, agent=agent, status=status, metadata=metadata or {}, head_id=summary.id
+            )
+            if thread is not None:
                 sql.insert_values(thread_id, plan_rows)
                 sql.insert_checkpoint(summary, refs=refs)
-        except IntegrityError as exc:
-            raise ThreadExists(thread_id) from exc
+        if thread is None:  # raised outside the block: the caller's transaction stays usable
+            raise ThreadExists(thread_id)
         self.layouts.put(alias=connection.alias, layout=layout)
-        return _thread_data(thread), with_values(summary, first.values)
+        return thread, with_values(summary, first.values)
 
     def get_thread(self, *, thread_id: str) -> ThreadData:
         try:

@@ -167,9 +167,41 @@ def update_thread(
         f"UPDATE {THREADS} SET {assignments} WHERE id = %s AND {where} RETURNING {', '.join(THREAD_COLUMNS)}",
         [*params, thread_id, *where_params],
     )
-    if not rows:
-        return None
-    values = dict(zip(THREAD_COLUMNS, rows[0], strict=True))
+    return _thread_of(rows[0]) if rows else None
+
+
+def insert_thread(
+    *, thread_id: str, agent: str, status: ThreadStatus, metadata: dict[str, Any], head_id: str
+) -> ThreadData | None:
+    """Add the thread and return it as written, or None if its id is taken: ON CONFLICT
+    instead of catching the unique violation, so no savepoint (two round trips) wraps it in the
+    caller's transaction. The head's checkpoint row follows in the same transaction."""
+    now = timezone.now()
+    row = {
+        "id": thread_id,
+        "agent": agent,
+        "status": str(status),
+        "head": uuid.UUID(head_id),
+        "metadata": metadata,
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "error": "",
+        "created_at": now,
+        "updated_at": now,
+    }
+    fields = [Thread._meta.get_field(name) for name in row]
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)  # type: ignore[union-attr]
+    rows = prepared.fetch_all(
+        f"INSERT INTO {THREADS} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT (id) DO NOTHING RETURNING {', '.join(THREAD_COLUMNS)}",
+        [f.get_db_prep_save(row[f.name], connection) for f in fields],  # type: ignore[union-attr]
+    )
+    return _thread_of(rows[0]) if rows else None
+
+
+def _thread_of(row: Sequence[Any]) -> ThreadData:
+    """A ThreadData from a row of THREAD_COLUMNS, as the ORM would read it."""
+    values = dict(zip(THREAD_COLUMNS, row, strict=True))
     head_id, metadata = values["head_id"], values["metadata"]
     return ThreadData(
         **{name: values[name] for name in ("id", "agent", "error")},
