@@ -285,7 +285,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        # A line per model call otherwise. The openai SDK now sends through httpx2.
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
     },
 }
