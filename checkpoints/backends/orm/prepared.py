@@ -1,9 +1,10 @@
 """Run hot statements; on Postgres as server-side prepared statements.
 
 Django binds parameters client-side, so Postgres parses and plans every statement anew; the
-store's few hot statements are the same text every time, so preparing them once per
-connection saves that. Errors are Django's (wrap_database_errors) and the statement shows in
-connection.queries like any other.
+few hot statements (the store's, the lease's, an API token's) are the same text every time,
+so preparing them once per connection saves that, and running them as plain SQL saves the
+ORM's compilation of each (0.3-1 ms of CPU a query). Errors are Django's
+(wrap_database_errors) and the statement shows in connection.queries like any other.
 """
 
 import time
