@@ -196,12 +196,14 @@ def read_checkpoint(
         if isinstance(values[name], str):
             values[name] = json.loads(values[name])
     row = LangGraphCheckpoint(thread_id=thread_id, checkpoint_ns=ns, **values)
-    writes = [
-        (t, i, c, p, bytes(d), bytes(g))
-        for t, i, c, p, d, g in (r[len(CHECKPOINT_COLUMNS) :] for r in found)
-        if t is not None
-    ]
+    writes = [_write(r[len(CHECKPOINT_COLUMNS) :]) for r in found if r[len(CHECKPOINT_COLUMNS)] is not None]
     return row, writes
+
+
+def _write(row: Sequence[Any]) -> tuple[Any, ...]:
+    """(task_id, idx, channel, task_path, data, digest), the bytes as bytes."""
+    task_id, idx, channel, task_path, data, digest = row
+    return task_id, idx, channel, task_path, bytes(data), bytes(digest)
 
 
 def read_writes(using: str, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[Any, ...]]:
@@ -211,7 +213,7 @@ def read_writes(using: str, thread_id: str, ns: str, checkpoint_id: str) -> list
             "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
             [thread_id, ns, checkpoint_id],
         )
-        return [(t, i, c, p, bytes(d), bytes(g)) for t, i, c, p, d, g in cursor]
+        return [_write(row) for row in cursor]
 
 
 def copy_thread(using: str, source: str, target: str) -> None:

@@ -265,11 +265,15 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
 
     def put_write(self, *, thread_id: str, checkpoint_id: str, task_id: str, kind: str, value: Any) -> bool:
         data = current_sealer().seal(canonical_json(value))  # refuses what is not JSON, before any query
-        return sql.insert_write(checkpoint_id=checkpoint_id, task_id=task_id, kind=kind, data=data)
+        return sql.insert_write(
+            checkpoint_id=_uuid(checkpoint_id) or NO_ROW, task_id=task_id, kind=kind, data=data
+        )
 
     def get_writes(self, *, thread_id: str, checkpoint_id: str) -> dict[str, tuple[str, Any]]:
         sealer = current_sealer()
         return {
             task_id: (kind, json.loads(sealer.open(data)))
-            for task_id, kind, data in sql.fetch_writes(thread_id=thread_id, checkpoint_id=checkpoint_id)
+            for task_id, kind, data in sql.fetch_writes(
+                thread_id=thread_id, checkpoint_id=_uuid(checkpoint_id) or NO_ROW
+            )
         }

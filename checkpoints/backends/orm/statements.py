@@ -46,15 +46,23 @@ def insert(
     """INSERT rows (field name -> value) in one statement."""
     if not rows:
         return
+    sql, params = _insert_statement(model, rows, ignore_conflicts=ignore_conflicts)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _insert_statement(
+    model: type[models.Model], rows: Sequence[dict[str, Any]], *, ignore_conflicts: bool
+) -> tuple[str, list[Any]]:
+    """The INSERT of rows (field name -> value) and its parameters, prepared by the fields."""
     fields = [model._meta.get_field(name) for name in rows[0]]
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)  # type: ignore[union-attr]
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {', '.join([one] * len(rows))}"
     if ignore_conflicts:
-        sql += " ON CONFLICT DO NOTHING"  # written once: a value already stored stays as it is
+        sql += " ON CONFLICT DO NOTHING"  # a row already stored stays as it is
     params = [f.get_db_prep_save(row[f.name], connection) for row in rows for f in fields]  # type: ignore[union-attr]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    return sql, params
 
 
 def insert_values(thread_id: str, rows: Iterable[Row]) -> None:
@@ -125,10 +133,8 @@ def checkpoint_row(
         sql += f"(SELECT head_id FROM {THREADS} WHERE id = %s)"
         params: list[Any] = [thread_id, thread_id]
     else:
-        pk = Checkpoint._meta.pk
-        assert pk is not None
         sql += "%s"
-        params = [thread_id, pk.get_db_prep_value(checkpoint_id, connection)]
+        params = [thread_id, _checkpoint_pk(checkpoint_id)]
     row = prepared.fetch_one(sql, params)
     if row is None:
         return None
@@ -189,13 +195,8 @@ def insert_thread(
         "created_at": now,
         "updated_at": now,
     }
-    fields = [Thread._meta.get_field(name) for name in row]
-    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)  # type: ignore[union-attr]
-    rows = prepared.fetch_all(
-        f"INSERT INTO {THREADS} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT (id) DO NOTHING RETURNING {', '.join(THREAD_COLUMNS)}",
-        [f.get_db_prep_save(row[f.name], connection) for f in fields],  # type: ignore[union-attr]
-    )
+    sql, params = _insert_statement(Thread, [row], ignore_conflicts=True)  # the id is its only key
+    rows = prepared.fetch_all(f"{sql} RETURNING {', '.join(THREAD_COLUMNS)}", params)
     return _thread_of(rows[0]) if rows else None
 
 
@@ -213,20 +214,22 @@ def _thread_of(row: Sequence[Any]) -> ThreadData:
     )
 
 
-def insert_write(*, checkpoint_id: str, task_id: str, kind: str, data: str) -> bool:
+def insert_write(*, checkpoint_id: uuid.UUID, task_id: str, kind: str, data: str) -> bool:
     """Record a task's write unless the checkpoint has one for the task; True if this one was.
     ON CONFLICT instead of catching the unique violation: no savepoint around it (two round
     trips) inside the caller's transaction."""
-    created_at = PendingWrite._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    rows = prepared.fetch_all(
-        f"INSERT INTO {WRITES} (checkpoint_id, task_id, kind, data, created_at) VALUES (%s, %s, %s, %s, %s) "
-        "ON CONFLICT (checkpoint_id, task_id) DO NOTHING RETURNING id",
-        [_checkpoint_pk(checkpoint_id), task_id, kind, data, created_at],
-    )
-    return bool(rows)
+    row = {
+        "checkpoint": checkpoint_id,
+        "task_id": task_id,
+        "kind": kind,
+        "data": data,
+        "created_at": timezone.now(),
+    }
+    sql, params = _insert_statement(PendingWrite, [row], ignore_conflicts=True)
+    return bool(prepared.fetch_all(f"{sql} RETURNING id", params))
 
 
-def fetch_writes(*, thread_id: str, checkpoint_id: str) -> list[tuple[str, str, str]]:
+def fetch_writes(*, thread_id: str, checkpoint_id: uuid.UUID) -> list[tuple[str, str, str]]:
     """(task_id, kind, data) of the checkpoint's writes, oldest first; none for a checkpoint
     of another thread."""
     return prepared.fetch_all(
@@ -236,15 +239,11 @@ def fetch_writes(*, thread_id: str, checkpoint_id: str) -> list[tuple[str, str, 
     )
 
 
-def _checkpoint_pk(checkpoint_id: str) -> Any:
-    """A checkpoint id as its column stores it (SQLite: hex text); a malformed one matches nothing."""
-    try:
-        value = uuid.UUID(checkpoint_id)
-    except ValueError:
-        value = uuid.UUID(int=0)
+def _checkpoint_pk(checkpoint_id: uuid.UUID) -> Any:
+    """A checkpoint id as its column stores it (SQLite: hex text)."""
     pk = Checkpoint._meta.pk
     assert pk is not None
-    return pk.get_db_prep_value(value, connection)
+    return pk.get_db_prep_value(checkpoint_id, connection)
 
 
 def release_lease(*, thread_id: str, owner: str) -> None:
