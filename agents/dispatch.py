@@ -15,12 +15,18 @@ UNSENT = "unsent"
 
 
 def after_commit(
-    *, thread_id: str, checkpoint_id: str | None, status: ThreadStatus, by_person: bool = False
+    *,
+    thread_id: str,
+    checkpoint_id: str | None,
+    status: ThreadStatus,
+    by_person: bool = False,
+    send_step: bool = True,
 ) -> None:
     """Once the caller's transaction commits: tell listeners, and enqueue the next step if running.
 
     by_person: a person's action (a decision, resume, edit, fork) set the thread running; its
-    step goes to RESUME_QUEUE, ahead of new threads' steps."""
+    step goes to RESUME_QUEUE, ahead of new threads' steps. send_step=False: the caller runs the
+    next step itself (a run segment, agents.runtime)."""
 
     def notify() -> None:
         try:
@@ -29,7 +35,7 @@ def after_commit(
             )
         except Exception:  # a page missing one refresh must not stop the run
             logger.exception("could not announce the change of thread %s", thread_id)
-        if status == ThreadStatus.RUNNING and checkpoint_id:
+        if send_step and status == ThreadStatus.RUNNING and checkpoint_id:
             enqueue_step(thread_id=thread_id, checkpoint_id=checkpoint_id, by_person=by_person)
 
     transaction.on_commit(notify)
@@ -42,7 +48,8 @@ def enqueue_step(*, thread_id: str, checkpoint_id: str, by_person: bool = False)
 
     task = advance_thread_task.s(thread_id, checkpoint_id)
     if by_person and settings.RESUME_QUEUE:
-        task = task.set(queue=settings.RESUME_QUEUE)
+        # One step on the resume queue's few threads, the rest of the run behind the others.
+        task = advance_thread_task.s(thread_id, checkpoint_id, segment=False).set(queue=settings.RESUME_QUEUE)
     try:
         task.apply_async()
     except Exception as exc:

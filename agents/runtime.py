@@ -1,6 +1,7 @@
 """The step runtime: advance one thread by one node, from its stored head, as its single writer."""
 
 import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -42,21 +43,36 @@ class _Superseded(Exception):
     """The head or status moved while the step ran; its result is discarded."""
 
 
-def run_step(*, thread_id: str, checkpoint_id: str, worker: str) -> StepOutcome:
-    """Run the node after checkpoint_id, if it is still the head of a running thread."""
+class RetryFrom(Exception):
+    """A step after the first of a segment failed in a way worth retrying: the task retries it
+    from checkpoint_id, the head its earlier steps committed."""
+
+    def __init__(self, checkpoint_id: str, error: Exception) -> None:
+        super().__init__(str(error))
+        self.checkpoint_id = checkpoint_id
+        self.error = error
+
+
+def run_step(*, thread_id: str, checkpoint_id: str, worker: str, segment_s: float = 0) -> StepOutcome:
+    """Run the node after checkpoint_id, if it is still the head of a running thread. Within
+    segment_s of starting, run the thread's next node too, and so on, under the same lease: each
+    step still commits its checkpoint, but the next one needs no broker round trip, no claim and
+    no head load (docs/architecture.md, "A run segment")."""
     try:
         with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as thread:
             if thread is None:
                 get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
                 return StepOutcome("busy")
-            return _run_claimed(thread=thread, checkpoint_id=checkpoint_id, worker=worker)
+            return _run_claimed(
+                thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + segment_s
+            )
     except ThreadNotFound:
         # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
         # is left to run or to write, and a busy retry would wait for a lease nobody can take.
         return StepOutcome("gone")
 
 
-def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str) -> StepOutcome:
+def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str, ends: float) -> StepOutcome:
     backend = get_backend()
     thread_id = thread.id
     if thread.head_id != checkpoint_id:
@@ -71,9 +87,27 @@ def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str) -> Step
         fail_thread(thread_id=thread_id, checkpoint_id=checkpoint_id, error=str(exc))
         return StepOutcome("failed", status=ThreadStatus.FAILED)
     agent = registry.get(thread.agent)
+    try:
+        outcome, written = _step(agent=agent, head=head, worker=worker, ends=ends)
+        while written is not None:
+            head = written
+            outcome, written = _step(agent=agent, head=head, worker=worker, ends=ends)
+    except RETRYABLE as exc:
+        if head.id == checkpoint_id:
+            raise
+        raise RetryFrom(head.id, exc) from exc
+    return outcome
+
+
+def _step(
+    *, agent: Agent, head: CheckpointData, worker: str, ends: float
+) -> tuple[StepOutcome, CheckpointData | None]:
+    """Run the node after head and commit it; the checkpoint written too if this task runs the
+    thread's next step itself (it is running and the segment has time left)."""
+    thread_id = head.thread_id
     if not head.next:
-        backend.set_status(thread_id=thread_id, status=ThreadStatus.DONE, expected_head=head.id)
-        return StepOutcome("idle", status=ThreadStatus.DONE)
+        get_backend().set_status(thread_id=thread_id, status=ThreadStatus.DONE, expected_head=head.id)
+        return StepOutcome("idle", status=ThreadStatus.DONE), None
     context = StepContext(
         thread_id=thread_id,
         checkpoint_id=head.id,
@@ -92,12 +126,16 @@ def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str) -> Step
     except Exception as exc:
         logger.exception("step failed on thread %s", thread_id)
         fail_thread(thread_id=thread_id, checkpoint_id=head.id, error=f"{type(exc).__name__}: {exc}")
-        return StepOutcome("failed", status=ThreadStatus.FAILED)
+        return StepOutcome("failed", status=ThreadStatus.FAILED), None
+    runs_on = time.monotonic() < ends
     try:
-        written = _commit(agent=agent, head=head, step=step, values=values, worker=worker)
+        written, status = _commit(
+            agent=agent, head=head, step=step, values=values, worker=worker, runs_on=runs_on
+        )
     except _Superseded:
-        return StepOutcome("stale")
-    return StepOutcome("stepped", checkpoint_id=written.id)
+        return StepOutcome("stale"), None
+    outcome = StepOutcome("stepped", checkpoint_id=written.id, status=status)
+    return outcome, written if runs_on and status == ThreadStatus.RUNNING else None
 
 
 def load_state(agent: Agent, checkpoint: CheckpointData) -> Any:
@@ -117,15 +155,19 @@ def _next_status(step: Step, *, current: ThreadStatus) -> ThreadStatus:
 
 
 def _commit(
-    *, agent: Agent, head: CheckpointData, step: Step, values: dict[str, Any], worker: str
-) -> CheckpointData:
+    *, agent: Agent, head: CheckpointData, step: Step, values: dict[str, Any], worker: str, runs_on: bool
+) -> tuple[CheckpointData, ThreadStatus]:
+    """Commit the step; runs_on: this task runs the next step itself (no task is sent for it)."""
     backend = get_backend()
     with transaction.atomic():
         # Only the lease's holder commits: a step whose lease lapsed and was taken over (its
         # heartbeat could not renew it) is dropped even if it finishes first. Handing the lease
         # off here (it locks the thread too) lets the next step claim it at once instead of
-        # finding it busy; if this step is superseded, the rollback undoes the hand-off.
-        thread = backend.hand_off(thread_id=head.thread_id, owner=worker)
+        # finding it busy; if this step is superseded, the rollback undoes the hand-off. A step
+        # whose task runs on keeps the lease instead.
+        thread = backend.hand_off(
+            thread_id=head.thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S if runs_on else 0
+        )
         if thread is None:
             backend.get_thread(thread_id=head.thread_id)  # raises ThreadNotFound if deleted
             raise _Superseded
@@ -155,8 +197,8 @@ def _commit(
                 status=status,
                 error=f"stopped after {written.step} steps (MAX_STEPS_PER_THREAD)",
             )
-        after_commit(thread_id=head.thread_id, checkpoint_id=written.id, status=status)
-    return written
+        after_commit(thread_id=head.thread_id, checkpoint_id=written.id, status=status, send_step=not runs_on)
+    return written, status
 
 
 def release_connection() -> None:

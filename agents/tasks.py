@@ -12,6 +12,7 @@ MAX_RETRIES = 8
 # A step hands its lease off in its commit and releases it once it has sent the next step:
 # a lapsed lease still named is a worker that died in between, unless it is this fresh.
 HANDOFF_GRACE_S = 2
+RETRYABLE: tuple[type[Exception], ...] = (*runtime.RETRYABLE, runtime.RetryFrom)
 
 
 def busy_countdown(*, busy: int) -> float:
@@ -20,16 +21,33 @@ def busy_countdown(*, busy: int) -> float:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
-def advance_thread_task(self: Task, thread_id: str, checkpoint_id: str, busy: int = 0) -> str:
+def advance_thread_task(
+    self: Task, thread_id: str, checkpoint_id: str, busy: int = 0, segment: bool = True
+) -> str:
+    """Run the thread's step at checkpoint_id; segment: then its next steps too, for up to
+    STEP_SEGMENT_S (a step a person resumed runs alone on the resume queue)."""
     worker = f"{self.request.hostname}:{self.request.id}"
     try:
-        outcome = runtime.run_step(thread_id=thread_id, checkpoint_id=checkpoint_id, worker=worker)
-    except runtime.RETRYABLE as exc:
+        outcome = runtime.run_step(
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            worker=worker,
+            segment_s=settings.STEP_SEGMENT_S if segment else 0,
+        )
+    except RETRYABLE as exc:
+        # A later step of the segment is retried from the head the earlier ones committed.
+        head = exc.checkpoint_id if isinstance(exc, runtime.RetryFrom) else checkpoint_id
         errors = self.request.retries - busy  # busy retries are not errors
         if errors >= MAX_RETRIES:
-            runtime.fail_thread(thread_id=thread_id, checkpoint_id=checkpoint_id, error=str(exc))
+            runtime.fail_thread(thread_id=thread_id, checkpoint_id=head, error=str(exc))
             return "failed"
-        raise self.retry(exc=exc, countdown=min(2**errors, 30), max_retries=None) from exc
+        raise self.retry(
+            exc=exc,
+            countdown=min(2**errors, 30),
+            max_retries=None,
+            args=(thread_id, head),
+            kwargs={"busy": busy, "segment": segment},
+        ) from exc
     if outcome.kind == "busy" and not self.request.is_eager:
         # Another worker holds the lease. Retry until it is ours or the head has moved on: a
         # live holder renews its lease and commits (we then find ourselves stale); a dead one's
@@ -38,7 +56,7 @@ def advance_thread_task(self: Task, thread_id: str, checkpoint_id: str, busy: in
             countdown=busy_countdown(busy=busy),
             max_retries=None,
             args=(thread_id, checkpoint_id),
-            kwargs={"busy": busy + 1},
+            kwargs={"busy": busy + 1, "segment": segment},
         )
     return outcome.kind
 

@@ -12,14 +12,15 @@ from typing import Annotated, Any
 import pytest
 from django.db import OperationalError
 
-from agents import llm
+from agents import dispatch, llm
 from agents.examples.models import Refund
 from agents.gates import HumanDecision
 from agents.graph import Gate, Step, StepContext
 from agents.prebuilt import EXPIRED_PREFIX, REJECTED_PREFIX, ToolAgent
 from agents.registry import registry
-from agents.runtime import RESULT_PREFIX, RETRYABLE, _run_once, run_step
+from agents.runtime import RESULT_PREFIX, RETRYABLE, RetryFrom, _run_once, run_step
 from agents.state import State, add_messages
+from agents.tasks import advance_thread_task
 from agents.tools import Approval, Decision, tool
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
@@ -558,3 +559,133 @@ def test_run_step_fails_the_thread_when_a_node_raises(
     assert outcome.kind == "failed"
     assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.FAILED
     assert memory_backend.get(thread_id="thread-1").id == head
+
+
+# --- run segments: a task runs its thread's next steps itself ----------------------------
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The checkpoint ids of the steps sent to the broker."""
+    sent: list[str] = []
+    monkeypatch.setattr(
+        dispatch,
+        "enqueue_step",
+        lambda *, thread_id, checkpoint_id, by_person=False: sent.append(checkpoint_id),
+    )
+    return sent
+
+
+@pytest.mark.django_db
+def test_a_segment_runs_the_thread_on_to_its_end_under_one_lease_and_sends_no_task(
+    registered: Harness,
+    memory_backend: MemoryBackend,
+    monkeypatch: pytest.MonkeyPatch,
+    enqueued: list[str],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(lookup_call()), reply(content="Shipped."))
+    claims_by_others: list[bool] = []
+
+    def another_worker_tries_to_claim(**kwargs: Any) -> llm.ModelReply:
+        claims_by_others.append(memory_backend.claim(thread_id="thread-1", owner="w2", ttl_s=60) is not None)
+        return model(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", another_worker_tries_to_claim)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+
+    assert (outcome.kind, outcome.status) == ("stepped", ThreadStatus.DONE)
+    assert claims_by_others == [False, False]  # the lease is held between the segment's steps
+    history = [c.node for c in memory_backend.list(thread_id="thread-1")]
+    assert history == ["model", "tools", "model", ""]  # every step still has its checkpoint
+    assert enqueued == []
+    assert memory_backend.claim(thread_id="thread-1", owner="w2", ttl_s=60) is not None  # released
+
+
+@pytest.mark.django_db
+def test_without_segment_time_one_step_runs_and_the_next_is_sent(
+    registered: Harness,
+    memory_backend: MemoryBackend,
+    monkeypatch: pytest.MonkeyPatch,
+    enqueued: list[str],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(lookup_call()), reply(refund_call()))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=0)
+
+    assert len(model.requests) == 1
+    assert enqueued == [outcome.checkpoint_id]
+
+
+@pytest.mark.django_db
+def test_a_pause_during_a_segment_stops_it_after_the_step_in_flight(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(lookup_call()), reply(refund_call()))
+
+    def operator_pauses(**kwargs: Any) -> llm.ModelReply:
+        memory_backend.set_status(thread_id="thread-1", status=ThreadStatus.PAUSED)
+        return model(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", operator_pauses)
+
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+
+    assert (outcome.kind, outcome.status) == ("stepped", ThreadStatus.PAUSED)
+    assert len(model.requests) == 1
+    assert memory_backend.get(thread_id="thread-1").node == "model"
+
+
+@pytest.mark.django_db
+def test_a_retryable_error_later_in_a_segment_is_retried_from_the_head_it_reached(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(lookup_call()), reply(refund_call()))
+    calls = []
+
+    def unavailable_once_on_the_second_call(**kwargs: Any) -> llm.ModelReply:
+        calls.append(1)
+        if len(calls) == 2:
+            raise llm.ModelUnavailable("503")
+        return model(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", unavailable_once_on_the_second_call)
+
+    with pytest.raises(RetryFrom) as raised:
+        run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+
+    reached = memory_backend.get(thread_id="thread-1")
+    assert (raised.value.checkpoint_id, reached.node) == (reached.id, "tools")
+    assert isinstance(raised.value.error, llm.ModelUnavailable)
+
+
+@pytest.mark.django_db
+def test_the_step_task_retries_a_later_step_of_its_segment_from_the_head_it_reached(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    model = script(monkeypatch, reply(lookup_call()), reply(content="Shipped."))
+    calls = []
+
+    def unavailable_once_on_the_second_call(**kwargs: Any) -> llm.ModelReply:
+        calls.append(1)
+        if len(calls) == 2:
+            raise llm.ModelUnavailable("503")
+        return model(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", unavailable_once_on_the_second_call)
+
+    result = advance_thread_task.apply(args=("thread-1", head)).get()  # retries run eagerly
+
+    assert result == "stepped"
+    assert len(calls) == 3
+    assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.DONE
+    assert [c.node for c in memory_backend.list(thread_id="thread-1")] == ["model", "tools", "model", ""]

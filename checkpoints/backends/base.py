@@ -196,13 +196,15 @@ class ThreadLifecycle:
     def release(self, *, thread_id: str, owner: str) -> None:
         raise NotImplementedError("a checkpoint backend must provide release()")
 
-    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
-        """Let owner's lease lapse now, keeping owner's name on it, and return the thread locked
-        against other writers until the transaction ends; None if owner did not hold it.
+    def hand_off(self, *, thread_id: str, owner: str, ttl_s: float = 0) -> ThreadData | None:
+        """Let owner's lease lapse in ttl_s (now, by default), keeping owner's name on it, and
+        return the thread locked against other writers until the transaction ends; None if owner
+        did not hold it.
 
         A step calls it in its commit: the next step may claim the thread at once, and until
         owner releases it (after sending that step) the reconciler can tell a worker that died
-        before sending it."""
+        before sending it. A step whose task runs the next step itself keeps the lease (ttl_s:
+        the lease's length)."""
         raise NotImplementedError("a checkpoint backend must provide hand_off()")
 
     def renew(self, *, owners: Collection[str], ttl_s: float) -> int:

@@ -203,11 +203,11 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             if self._leases.get(thread_id, ("", 0.0))[0] == owner:
                 del self._leases[thread_id]
 
-    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
+    def hand_off(self, *, thread_id: str, owner: str, ttl_s: float = 0) -> ThreadData | None:
         with self._lock:
             if thread_id not in self._threads or self._leases.get(thread_id, ("", 0.0))[0] != owner:
                 return None
-            self._leases[thread_id] = (owner, time.monotonic())
+            self._leases[thread_id] = (owner, time.monotonic() + ttl_s)
             return self._threads[thread_id]
 
     def renew(self, *, owners: Collection[str], ttl_s: float) -> int:

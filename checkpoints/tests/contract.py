@@ -346,6 +346,15 @@ class ThreadsContract(Hooks):
         assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is not None  # lapsed at once
         assert backend.hand_off(thread_id="nope", owner="w1") is None
 
+    def test_hand_off_with_a_ttl_keeps_the_lease(self, backend: Any) -> None:
+        start(backend)
+        backend.claim(thread_id=THREAD, owner="w1", ttl_s=0)  # lapsed
+
+        assert backend.hand_off(thread_id=THREAD, owner="w1", ttl_s=60) is not None
+
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is None
+        assert backend.renew(owners=["w1"], ttl_s=60) == 1
+
     def test_claim_of_an_unknown_thread_returns_none(self, backend: Any) -> None:
         assert backend.claim(thread_id="nope", owner="w1", ttl_s=60) is None
 

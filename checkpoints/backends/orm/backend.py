@@ -134,11 +134,11 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def release(self, *, thread_id: str, owner: str) -> None:
         sql.release_lease(thread_id=thread_id, owner=owner)
 
-    def hand_off(self, *, thread_id: str, owner: str) -> ThreadData | None:
+    def hand_off(self, *, thread_id: str, owner: str, ttl_s: float = 0) -> ThreadData | None:
         # The UPDATE locks the row as SELECT ... FOR UPDATE would, in the same round trip.
         return sql.update_thread(
             "lease_expires_at = %s",
-            [timezone.now()],
+            [timezone.now() + timedelta(seconds=ttl_s)],
             where="lease_owner = %s",
             where_params=[owner],
             thread_id=thread_id,
