@@ -26,7 +26,7 @@ def after_commit(
 
     by_person: a person's action (a decision, resume, edit, fork) set the thread running; its
     step goes to RESUME_QUEUE, ahead of new threads' steps. send_step=False: the caller runs the
-    next step itself (a run segment, agents.runtime)."""
+    next step itself (chained steps, agents.runtime)."""
 
     def notify() -> None:
         try:
@@ -46,10 +46,11 @@ def enqueue_step(*, thread_id: str, checkpoint_id: str, by_person: bool = False)
     thread is `running` in the database, and the reconciler re-enqueues it once Redis is back."""
     from agents.tasks import advance_thread_task
 
-    task = advance_thread_task.s(thread_id, checkpoint_id)
     if by_person and settings.RESUME_QUEUE:
-        # One step on the resume queue's few threads, the rest of the run behind the others.
-        task = advance_thread_task.s(thread_id, checkpoint_id, segment=False).set(queue=settings.RESUME_QUEUE)
+        # One step on the resume queue's few threads; the rest of the run goes behind the others.
+        task = advance_thread_task.s(thread_id, checkpoint_id, chain=False).set(queue=settings.RESUME_QUEUE)
+    else:
+        task = advance_thread_task.s(thread_id, checkpoint_id)
     try:
         task.apply_async()
     except Exception as exc:

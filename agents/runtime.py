@@ -1,4 +1,4 @@
-"""The step runtime: advance one thread by one node, from its stored head, as its single writer."""
+"""The step runtime: advance a thread node by node from its stored head, as its single writer."""
 
 import logging
 import time
@@ -44,7 +44,7 @@ class _Superseded(Exception):
 
 
 class RetryFrom(Exception):
-    """A step after the first of a segment failed in a way worth retrying: the task retries it
+    """A step after the first of a chain failed in a way worth retrying: the task retries it
     from checkpoint_id, the head its earlier steps committed."""
 
     def __init__(self, checkpoint_id: str, error: Exception) -> None:
@@ -53,18 +53,18 @@ class RetryFrom(Exception):
         self.error = error
 
 
-def run_step(*, thread_id: str, checkpoint_id: str, worker: str, segment_s: float = 0) -> StepOutcome:
+def run_step(*, thread_id: str, checkpoint_id: str, worker: str, chain_s: float = 0) -> StepOutcome:
     """Run the node after checkpoint_id, if it is still the head of a running thread. Within
-    segment_s of starting, run the thread's next node too, and so on, under the same lease: each
+    chain_s of starting, run the thread's next node too, and so on, under the same lease: each
     step still commits its checkpoint, but the next one needs no broker round trip, no claim and
-    no head load (docs/architecture.md, "A run segment")."""
+    no head load (docs/architecture.md, "Chained steps")."""
     try:
         with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as thread:
             if thread is None:
                 get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
                 return StepOutcome("busy")
             return _run_claimed(
-                thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + segment_s
+                thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + chain_s
             )
     except ThreadNotFound:
         # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
@@ -103,7 +103,7 @@ def _step(
     *, agent: Agent, head: CheckpointData, worker: str, ends: float
 ) -> tuple[StepOutcome, CheckpointData | None]:
     """Run the node after head and commit it; the checkpoint written too if this task runs the
-    thread's next step itself (it is running and the segment has time left)."""
+    thread's next step itself (it is running and the chain has time left)."""
     thread_id = head.thread_id
     if not head.next:
         get_backend().set_status(thread_id=thread_id, status=ThreadStatus.DONE, expected_head=head.id)

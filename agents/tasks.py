@@ -22,20 +22,20 @@ def busy_countdown(*, busy: int) -> float:
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def advance_thread_task(
-    self: Task, thread_id: str, checkpoint_id: str, busy: int = 0, segment: bool = True
+    self: Task, thread_id: str, checkpoint_id: str, busy: int = 0, chain: bool = True
 ) -> str:
-    """Run the thread's step at checkpoint_id; segment: then its next steps too, for up to
-    STEP_SEGMENT_S (a step a person resumed runs alone on the resume queue)."""
+    """Run the thread's step at checkpoint_id; chain: then its next steps too, for up to
+    STEP_CHAIN_S (a step a person resumed runs alone on the resume queue)."""
     worker = f"{self.request.hostname}:{self.request.id}"
     try:
         outcome = runtime.run_step(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
             worker=worker,
-            segment_s=settings.STEP_SEGMENT_S if segment else 0,
+            chain_s=settings.STEP_CHAIN_S if chain else 0,
         )
     except RETRYABLE as exc:
-        # A later step of the segment is retried from the head the earlier ones committed.
+        # A later step of the chain is retried from the head the earlier ones committed.
         head = exc.checkpoint_id if isinstance(exc, runtime.RetryFrom) else checkpoint_id
         errors = self.request.retries - busy  # busy retries are not errors
         if errors >= MAX_RETRIES:
@@ -46,7 +46,7 @@ def advance_thread_task(
             countdown=min(2**errors, 30),
             max_retries=None,
             args=(thread_id, head),
-            kwargs={"busy": busy, "segment": segment},
+            kwargs={"busy": busy, "chain": chain},
         ) from exc
     if outcome.kind == "busy" and not self.request.is_eager:
         # Another worker holds the lease. Retry until it is ours or the head has moved on: a
@@ -56,7 +56,7 @@ def advance_thread_task(
             countdown=busy_countdown(busy=busy),
             max_retries=None,
             args=(thread_id, checkpoint_id),
-            kwargs={"busy": busy + 1, "segment": segment},
+            kwargs={"busy": busy + 1, "chain": chain},
         )
     return outcome.kind
 

@@ -213,10 +213,10 @@ RESUME_DB_POOL_SIZE = env_int("RESUME_DB_POOL_SIZE", 4)
 WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 8)
 # A worker started without -Q takes both the steps' queue and RESUME_QUEUE.
 CELERY_TASK_QUEUES = [Queue("celery"), *([Queue(RESUME_QUEUE)] if RESUME_QUEUE else [])]
-# A step task runs its thread's next steps itself while it is younger than this (a run
-# segment, docs/architecture.md); 0 sends every step as a task of its own. Well inside the
+# A step task runs its thread's next steps itself while it is younger than this (chained
+# steps, docs/architecture.md); 0 sends every step as a task of its own. Well inside the
 # broker's visibility_timeout, and short enough that a warm shutdown waits little.
-STEP_SEGMENT_S = env_int("STEP_SEGMENT_S", 10)
+STEP_CHAIN_S = env_int("STEP_CHAIN_S", 10)
 MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50)
 
 # --- The checkpoint store (docs/storage.md) -------------------------------------------------

@@ -66,7 +66,7 @@ def test_a_decisions_step_goes_to_the_resume_queue_ahead_of_the_steps_queue(work
         message="the resumed step to run from the resume queue",
     )
     # It ran alone: the step after it waits on the steps' queue, not on the resume queue's
-    # few threads (a run segment there would call the model from them).
+    # few threads (chaining steps there would call the model from them).
     time.sleep(1)
     thread = Thread.objects.select_related("head").get(pk=thread_id)
     assert (thread.status, thread.head.source) == ("running", CheckpointSource.RESUME)  # type: ignore[union-attr]

@@ -561,7 +561,7 @@ def test_run_step_fails_the_thread_when_a_node_raises(
     assert memory_backend.get(thread_id="thread-1").id == head
 
 
-# --- run segments: a task runs its thread's next steps itself ----------------------------
+# --- chained steps: a task runs its thread's next steps itself ----------------------------
 
 
 @pytest.fixture
@@ -577,7 +577,7 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_a_segment_runs_the_thread_on_to_its_end_under_one_lease_and_sends_no_task(
+def test_a_chain_runs_the_thread_on_to_its_end_under_one_lease_and_sends_no_task(
     registered: Harness,
     memory_backend: MemoryBackend,
     monkeypatch: pytest.MonkeyPatch,
@@ -595,10 +595,10 @@ def test_a_segment_runs_the_thread_on_to_its_end_under_one_lease_and_sends_no_ta
     monkeypatch.setattr(llm, "complete", another_worker_tries_to_claim)
 
     with django_capture_on_commit_callbacks(execute=True):
-        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", chain_s=60)
 
     assert (outcome.kind, outcome.status) == ("stepped", ThreadStatus.DONE)
-    assert claims_by_others == [False, False]  # the lease is held between the segment's steps
+    assert claims_by_others == [False, False]  # the lease is held between the chain's steps
     history = [c.node for c in memory_backend.list(thread_id="thread-1")]
     assert history == ["model", "tools", "model", ""]  # every step still has its checkpoint
     assert enqueued == []
@@ -606,7 +606,7 @@ def test_a_segment_runs_the_thread_on_to_its_end_under_one_lease_and_sends_no_ta
 
 
 @pytest.mark.django_db
-def test_without_segment_time_one_step_runs_and_the_next_is_sent(
+def test_without_chain_time_one_step_runs_and_the_next_is_sent(
     registered: Harness,
     memory_backend: MemoryBackend,
     monkeypatch: pytest.MonkeyPatch,
@@ -617,14 +617,14 @@ def test_without_segment_time_one_step_runs_and_the_next_is_sent(
     model = script(monkeypatch, reply(lookup_call()), reply(refund_call()))
 
     with django_capture_on_commit_callbacks(execute=True):
-        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=0)
+        outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", chain_s=0)
 
     assert len(model.requests) == 1
     assert enqueued == [outcome.checkpoint_id]
 
 
 @pytest.mark.django_db
-def test_a_pause_during_a_segment_stops_it_after_the_step_in_flight(
+def test_a_pause_during_a_chain_stops_it_after_the_step_in_flight(
     registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = start_thread(memory_backend)
@@ -636,7 +636,7 @@ def test_a_pause_during_a_segment_stops_it_after_the_step_in_flight(
 
     monkeypatch.setattr(llm, "complete", operator_pauses)
 
-    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+    outcome = run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", chain_s=60)
 
     assert (outcome.kind, outcome.status) == ("stepped", ThreadStatus.PAUSED)
     assert len(model.requests) == 1
@@ -644,7 +644,7 @@ def test_a_pause_during_a_segment_stops_it_after_the_step_in_flight(
 
 
 @pytest.mark.django_db
-def test_a_retryable_error_later_in_a_segment_is_retried_from_the_head_it_reached(
+def test_a_retryable_error_later_in_a_chain_is_retried_from_the_head_it_reached(
     registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = start_thread(memory_backend)
@@ -660,7 +660,7 @@ def test_a_retryable_error_later_in_a_segment_is_retried_from_the_head_it_reache
     monkeypatch.setattr(llm, "complete", unavailable_once_on_the_second_call)
 
     with pytest.raises(RetryFrom) as raised:
-        run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", segment_s=60)
+        run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", chain_s=60)
 
     reached = memory_backend.get(thread_id="thread-1")
     assert (raised.value.checkpoint_id, reached.node) == (reached.id, "tools")
@@ -668,7 +668,7 @@ def test_a_retryable_error_later_in_a_segment_is_retried_from_the_head_it_reache
 
 
 @pytest.mark.django_db
-def test_the_step_task_retries_a_later_step_of_its_segment_from_the_head_it_reached(
+def test_the_step_task_retries_a_later_step_of_its_chain_from_the_head_it_reached(
     registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = start_thread(memory_backend)
