@@ -1,4 +1,4 @@
-"""The Celery app: workers advance threads one step per task."""
+"""The Celery app: workers advance threads, a task a step and the steps that follow it."""
 
 import logging
 import os
