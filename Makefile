@@ -61,6 +61,7 @@ bench: venv
 	$(MANAGE) bench_checkpoints --turns 50 --json
 	$(MANAGE) bench_checkpoints --turns 200 --json
 	$(MANAGE) bench_checkpoints --turns 200 --threads 16 --writers 4 --history-size 0 --json
+	$(MANAGE) bench_checkpoints --turns 200 --threads 32 --writers 32 --history-size 0 --json
 	$(MANAGE) bench_threads --threads 100000 --json
 	$(MANAGE) bench_policies --policies 100 --json
 	$(MANAGE) bench_langgraph --json
