@@ -643,21 +643,28 @@ def test_a_pause_during_a_chain_stops_it_after_the_step_in_flight(
     assert memory_backend.get(thread_id="thread-1").node == "model"
 
 
-@pytest.mark.django_db
-def test_a_retryable_error_later_in_a_chain_is_retried_from_the_head_it_reached(
-    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    head = start_thread(memory_backend)
-    model = script(monkeypatch, reply(lookup_call()), reply(refund_call()))
-    calls = []
+def unavailable_on_the_second_call(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Script a lookup, then "Shipped."; the second call to the model fails once (503) first.
+    Returns the calls made, failed ones included."""
+    model = script(monkeypatch, reply(lookup_call()), reply(content="Shipped."))
+    calls: list[int] = []
 
-    def unavailable_once_on_the_second_call(**kwargs: Any) -> llm.ModelReply:
+    def complete(**kwargs: Any) -> llm.ModelReply:
         calls.append(1)
         if len(calls) == 2:
             raise llm.ModelUnavailable("503")
         return model(**kwargs)
 
-    monkeypatch.setattr(llm, "complete", unavailable_once_on_the_second_call)
+    monkeypatch.setattr(llm, "complete", complete)
+    return calls
+
+
+@pytest.mark.django_db
+def test_a_retryable_error_later_in_a_chain_is_retried_from_the_head_it_reached(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = start_thread(memory_backend)
+    unavailable_on_the_second_call(monkeypatch)
 
     with pytest.raises(RetryFrom) as raised:
         run_step(thread_id="thread-1", checkpoint_id=head, worker="w1", chain_s=60)
@@ -672,16 +679,7 @@ def test_the_step_task_retries_a_later_step_of_its_chain_from_the_head_it_reache
     registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = start_thread(memory_backend)
-    model = script(monkeypatch, reply(lookup_call()), reply(content="Shipped."))
-    calls = []
-
-    def unavailable_once_on_the_second_call(**kwargs: Any) -> llm.ModelReply:
-        calls.append(1)
-        if len(calls) == 2:
-            raise llm.ModelUnavailable("503")
-        return model(**kwargs)
-
-    monkeypatch.setattr(llm, "complete", unavailable_once_on_the_second_call)
+    calls = unavailable_on_the_second_call(monkeypatch)
 
     result = advance_thread_task.apply(args=("thread-1", head)).get()  # retries run eagerly
 
