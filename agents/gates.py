@@ -22,7 +22,7 @@ from agents.dispatch import after_commit
 from agents.graph import Gate
 from agents.tools import Decision
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData
+from checkpoints.backends.base import CheckpointData, CheckpointSummary, ThreadData
 from checkpoints.models import ThreadStatus
 
 GATES_KEY = "gates"  # checkpoint metadata: the keys of the gates opened at this checkpoint
@@ -97,7 +97,7 @@ def decisions_at(*, thread_id: str, checkpoint_id: str) -> dict[str, HumanDecisi
     }
 
 
-def decisions_for(checkpoint: CheckpointData) -> dict[str, HumanDecision]:
+def decisions_for(checkpoint: CheckpointSummary) -> dict[str, HumanDecision]:
     """decisions_at(checkpoint), read only where it opened gates: a decision is always for a
     gate of its checkpoint, so most steps (no gate at their head) need no query for it."""
     if not checkpoint.metadata.get(GATES_KEY):
@@ -105,7 +105,7 @@ def decisions_for(checkpoint: CheckpointData) -> dict[str, HumanDecision]:
     return decisions_at(thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id)
 
 
-def undecided(checkpoint: CheckpointData) -> set[str]:
+def undecided(checkpoint: CheckpointSummary) -> set[str]:
     """The keys of the gates at `checkpoint` that have no recorded decision."""
     return set(checkpoint.metadata.get(GATES_KEY, [])) - set(decisions_for(checkpoint))
 
@@ -130,21 +130,22 @@ def status_at(head: CheckpointData) -> ThreadStatus:
     return ThreadStatus.RUNNING if head.next else ThreadStatus.DONE
 
 
-def resume_if_decided(*, thread_id: str, checkpoint_id: str) -> bool:
+def resume_if_decided(*, thread: ThreadData, checkpoint_id: str) -> bool:
     """Set a thread waiting at `checkpoint_id` running again once every gate there is decided.
-    Call inside the deciding transaction with the thread locked; the step is enqueued on commit.
-    A paused thread keeps its decisions until an operator resumes it."""
-    backend = get_backend()
-    thread = backend.get_thread(thread_id=thread_id)
+    Call inside the deciding transaction with the thread locked (`thread` as the lock read it);
+    the step is enqueued on commit. A paused thread keeps its decisions until an operator
+    resumes it."""
     if thread.head_id != checkpoint_id or thread.status != ThreadStatus.WAITING:
         return False
-    if undecided(backend.get(thread_id=thread_id, checkpoint_id=checkpoint_id)):
+    backend = get_backend()
+    # The header names the gates: the state's values are not needed to count decisions.
+    if undecided(backend.summary(thread_id=thread.id, checkpoint_id=checkpoint_id)):
         return False
     resumed = backend.set_status(
-        thread_id=thread_id, status=ThreadStatus.RUNNING, expected_head=checkpoint_id
+        thread_id=thread.id, status=ThreadStatus.RUNNING, expected_head=checkpoint_id
     )
     if resumed:
         after_commit(
-            thread_id=thread_id, checkpoint_id=checkpoint_id, status=ThreadStatus.RUNNING, by_person=True
+            thread_id=thread.id, checkpoint_id=checkpoint_id, status=ThreadStatus.RUNNING, by_person=True
         )
     return resumed

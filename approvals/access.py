@@ -20,8 +20,9 @@ from typing import TypeVar
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
+from approvals import rows
 from approvals.actions.errors import NotAllowed
-from approvals.models import ApprovalRequest, Queue
+from approvals.models import ApprovalRequest
 from approvals.roles import ADMIN, OPERATOR, REVIEWER, ROLE_NAMES
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
@@ -34,7 +35,7 @@ Restrictions = Mapping[str, frozenset[str]]  # queue name → the groups it is l
 def queue_restrictions() -> Restrictions:
     """Every queue limited to groups, with those groups' names (one query)."""
     groups: defaultdict[str, set[str]] = defaultdict(set)
-    for queue, group in Queue.objects.filter(groups__isnull=False).values_list("name", "groups__name"):
+    for queue, group in rows.queue_groups():
         groups[queue].add(group)
     return {queue: frozenset(names) for queue, names in groups.items()}
 
@@ -59,7 +60,11 @@ class Access:
         if not self.user.is_authenticated or not self.user.is_active:
             return frozenset()
         groups = getattr(self.user, "groups", None)  # a custom user model might not have groups
-        return frozenset(g.name for g in groups.all()) if groups is not None else frozenset()
+        if groups is None:
+            return frozenset()
+        if "groups" in getattr(self.user, "_prefetched_objects_cache", {}):  # prefetch_related
+            return frozenset(g.name for g in groups.all())
+        return rows.group_names(self.user.pk)
 
     @cached_property
     def roles(self) -> frozenset[str]:

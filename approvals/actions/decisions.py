@@ -11,7 +11,7 @@ from django.utils import timezone
 from agents.actions import InvalidInput
 from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
-from approvals import events
+from approvals import events, rows
 from approvals.access import Access
 from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
@@ -81,8 +81,8 @@ class ValidDecision:
 
 def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalRequest:
     """Fetch a request the user may see, or raise ApprovalRequest.DoesNotExist."""
-    request_ = ApprovalRequest.objects.select_related("decided_by", "thread").get(pk=request_id)
-    if not Access.of(user).can_see_queue(request_.queue):
+    request_ = rows.request_with(request_id, related=("decided_by", "thread"))
+    if request_ is None or not Access.of(user).can_see_queue(request_.queue):
         raise ApprovalRequest.DoesNotExist
     return request_
 
@@ -92,11 +92,9 @@ def lock_request(request_id: int, *, thread_id: str) -> tuple[ThreadData, Approv
     order everywhere), and return both as they are now: permissions and state are checked on
     these rows, never on earlier reads."""
     thread = get_backend().lock_thread(thread_id=thread_id)
-    request_ = (
-        ApprovalRequest.objects.select_for_update(of=("self",))
-        .select_related("decided_by", "claimed_by")
-        .get(pk=request_id)
-    )
+    request_ = rows.request_with(request_id, related=("decided_by", "claimed_by"), lock=True)
+    if request_ is None:
+        raise ApprovalRequest.DoesNotExist(f"approval request {request_id} does not exist")
     return thread, request_
 
 

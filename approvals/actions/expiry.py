@@ -66,7 +66,7 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     request_.save()
     do_take_effect_now(request_)
     audit_request(request_, actor=None, action="expiry.reject", data={"reason": reason})
-    gates.resume_if_decided(thread_id=thread.id, checkpoint_id=str(request_.checkpoint_id))
+    gates.resume_if_decided(thread=thread, checkpoint_id=str(request_.checkpoint_id))
     routes = [RequestRoute.of(request_)]
     events.on_commit(lambda: events.send_requests_closed(requests=routes))
 

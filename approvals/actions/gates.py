@@ -15,6 +15,7 @@ from approvals.actions.expiry import default_reason, describe_duration
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
 from approvals.selectors import RequestRoute
+from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData
 
 
@@ -62,7 +63,8 @@ def do_open_requests(
     if originals:
         _link_to_originals(created, originals)
     if do_apply_policies(created, thread_id=thread_id, agent=agent):
-        gate_protocol.resume_if_decided(thread_id=thread_id, checkpoint_id=checkpoint.id)
+        thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
+        gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
     if opened:
         events.on_commit(lambda: events.send_requests_opened(requests=opened))

@@ -244,3 +244,26 @@ def test_a_reviewers_decision_over_the_api_takes_ten_queries(
 
     decide(first)
     assert decide(second) == (10 if connection.vendor == "postgresql" else 12)
+
+
+def test_a_decision_that_takes_effect_at_once_resumes_the_thread_without_loading_its_state(
+    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whether every gate at the checkpoint is decided is in its header and its writes: the
+    # state's values (a long conversation's messages) are not read, nor the locked thread again.
+    settings.DECISION_UNDO_S = 0
+    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+        response = api(do_create_token(user=rita)).post(
+            f"/api/approvals/{request_.pk}/decision", {"decision": "approve"}, content_type="application/json"
+        )
+
+    assert response.status_code == 200
+    assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert not [q for q in sql if "checkpoints_storedvalue" in q]
+    thread_reads = [q for q in sql if q.startswith("SELECT") and " FROM checkpoints_thread " in q]
+    assert len(thread_reads) == 1  # the lock

@@ -256,6 +256,11 @@ class CheckpointStorage:
         """Load a checkpoint (the head when checkpoint_id is None), verifying its digest."""
         raise NotImplementedError("a checkpoint backend must provide get()")
 
+    def summary(self, *, thread_id: str, checkpoint_id: str) -> CheckpointSummary:
+        """A checkpoint without its values (one row, whatever the state's size): for what its
+        header answers, such as which gates it opened. Unverified: the digest covers the values."""
+        raise NotImplementedError("a checkpoint backend must provide summary()")
+
     def list(self, *, thread_id: str, limit: int | None = None) -> list[CheckpointData]:
         """Every checkpoint of the thread with its values, newest first, across all branches.
         Loads every state: pages of history want history()."""

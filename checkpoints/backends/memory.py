@@ -153,6 +153,14 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             values = self._values.get(thread_id, {})
             return open_checkpoint(stored.summary, stored.refs, values)[0]
 
+    def summary(self, *, thread_id: str, checkpoint_id: str) -> CheckpointSummary:
+        with self._lock:
+            self._thread(thread_id)
+            stored = self._checkpoints[thread_id].get(checkpoint_id)
+            if stored is None:
+                raise CheckpointNotFound(thread_id, checkpoint_id)
+            return stored.summary
+
     def list(self, *, thread_id: str, limit: int | None = None) -> list[CheckpointData]:
         return [
             self.get(thread_id=thread_id, checkpoint_id=s.id)

@@ -96,6 +96,23 @@ class ThreadsContract(Hooks):
 
         assert backend.get(thread_id=THREAD, checkpoint_id=first.id) == first
 
+    def test_summary_is_the_checkpoint_without_its_values(self, backend: Any) -> None:
+        _, first = start(backend)
+        second = put_after(backend, first)
+
+        summary = backend.summary(thread_id=THREAD, checkpoint_id=first.id)
+
+        assert not hasattr(summary, "values")
+        assert {k: v for k, v in vars(first).items() if k != "values"} == vars(summary)
+        assert backend.summary(thread_id=THREAD, checkpoint_id=second.id).id == second.id
+
+    def test_summary_of_an_unknown_checkpoint_or_thread_raises_not_found(self, backend: Any) -> None:
+        start(backend)
+        with pytest.raises(CheckpointNotFound):
+            backend.summary(thread_id=THREAD, checkpoint_id=MISSING_UUID)
+        with pytest.raises(ThreadNotFound):
+            backend.summary(thread_id="nope", checkpoint_id=MISSING_UUID)
+
     def test_get_returns_what_was_written(self, backend: Any) -> None:
         _, first = start(backend)
         values = {"messages": [{"id": "m1", "role": "user", "content": "héllo"}], "count": 3}

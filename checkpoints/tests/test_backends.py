@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
-from checkpoints.backends.base import CheckpointData, HeadConflict, ThreadExists
+from checkpoints.backends.base import CheckpointData, HeadConflict, ThreadExists, ThreadNotFound
 from checkpoints.backends.memory import MemoryBackend
 from checkpoints.backends.orm import OrmBackend
 from checkpoints.models import Checkpoint, PendingWrite, StoredValue, StoreItem, ThreadStatus
@@ -158,6 +159,18 @@ def test_orm_a_taken_thread_id_inside_a_transaction_writes_nothing_and_leaves_th
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]  # nothing after it
     assert backend.get_thread(thread_id=THREAD).agent == "refunds"
     assert backend.get_thread(thread_id="t-other").head_id == other.id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_orm_lock_thread_returns_the_thread_as_get_thread_does_and_needs_a_transaction() -> None:
+    backend = OrmBackend()
+    thread, _ = start(backend)
+    with transaction.atomic():
+        assert backend.lock_thread(thread_id=THREAD) == backend.get_thread(thread_id=THREAD) == thread
+        with pytest.raises(ThreadNotFound):
+            backend.lock_thread(thread_id="nope")
+    with pytest.raises(TransactionManagementError):
+        backend.lock_thread(thread_id=THREAD)
 
 
 @pytest.mark.django_db

@@ -54,19 +54,6 @@ def _uuid(value: str | None) -> uuid.UUID | None:
         return NO_ROW
 
 
-def _thread_data(thread: Thread) -> ThreadData:
-    return ThreadData(
-        id=thread.id,
-        agent=thread.agent,
-        status=ThreadStatus(thread.status),
-        head_id=str(thread.head_id) if thread.head_id else None,
-        metadata=thread.metadata,
-        created_at=thread.created_at,
-        updated_at=thread.updated_at,
-        error=thread.error,
-    )
-
-
 class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def __init__(self) -> None:
         self.layouts = LayoutCache()
@@ -97,16 +84,16 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         return thread, with_values(summary, first.values)
 
     def get_thread(self, *, thread_id: str) -> ThreadData:
-        try:
-            return _thread_data(Thread.objects.get(pk=thread_id))
-        except Thread.DoesNotExist as exc:
-            raise ThreadNotFound(thread_id) from exc
+        thread = sql.select_thread(thread_id, lock=False)
+        if thread is None:
+            raise ThreadNotFound(thread_id)
+        return thread
 
     def lock_thread(self, *, thread_id: str) -> ThreadData:
-        try:
-            return _thread_data(Thread.objects.select_for_update().get(pk=thread_id))
-        except Thread.DoesNotExist as exc:
-            raise ThreadNotFound(thread_id) from exc
+        thread = sql.select_thread(thread_id, lock=True)
+        if thread is None:
+            raise ThreadNotFound(thread_id)
+        return thread
 
     def set_status(
         self,
@@ -239,6 +226,13 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         if self.layouts.get(alias=connection.alias, checkpoint_id=data.id) is None:
             self.layouts.put(alias=connection.alias, layout=layout)
         return data, layout
+
+    def summary(self, *, thread_id: str, checkpoint_id: str) -> CheckpointSummary:
+        found = sql.checkpoint_row(thread_id, _uuid(checkpoint_id) or NO_ROW)
+        if found is None:
+            self._require_thread(thread_id)
+            raise CheckpointNotFound(thread_id, checkpoint_id)
+        return found[0]
 
     def _require_thread(self, thread_id: str) -> None:
         if not Thread.objects.filter(pk=thread_id).exists():

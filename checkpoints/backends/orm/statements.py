@@ -14,6 +14,7 @@ from datetime import UTC
 from typing import Any
 
 from django.db import connection, models
+from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -160,6 +161,18 @@ def _aware(value: Any) -> Any:
 
 
 THREAD_COLUMNS = ("id", "agent", "status", "head_id", "metadata", "created_at", "updated_at", "error")
+
+
+def select_thread(thread_id: str, *, lock: bool) -> ThreadData | None:
+    """The thread as it is, or None; `lock`: FOR UPDATE, inside the caller's transaction (SQLite
+    has no row locks: its IMMEDIATE transactions hold the database's write lock)."""
+    if lock and connection.get_autocommit():
+        raise TransactionManagementError("locking a thread needs a transaction (atomic)")
+    suffix = " FOR UPDATE" if lock and connection.features.has_select_for_update else ""
+    row = prepared.fetch_one(
+        f"SELECT {', '.join(THREAD_COLUMNS)} FROM {THREADS} WHERE id = %s{suffix}", [thread_id]
+    )
+    return _thread_of(row) if row is not None else None
 
 
 def update_thread(
