@@ -42,6 +42,9 @@ def request_with(request_id: int, *, related: tuple[str, ...], lock: bool = Fals
     """The request and its `related` foreign keys' rows, as select_related(*related) reads them;
     `lock`: FOR UPDATE of the request's row alone (Postgres; SQLite's transactions hold the
     database's write lock). None if there is no such request."""
+    low, high = connection.ops.integer_field_range("BigAutoField")
+    if not low <= request_id <= high:  # no such row; SQLite would refuse the parameter
+        return None
     fields: list[Any] = [ApprovalRequest._meta.get_field(name) for name in related]
     selects, joins = [prepared.columns(ApprovalRequest, "r")], []
     for n, field in enumerate(fields):

@@ -70,6 +70,8 @@ def bad_requests(gate: ApprovalRequest) -> list[tuple[str, str, Any, int]]:
         ("post", decide, {"decision": "reject", "message": "m" * 5001}, 400),
         ("post", decide, {"decision": "reject"}, 400),
         ("post", "/api/approvals/999999/decision", {"decision": "approve"}, 404),
+        ("post", "/api/approvals/9223372036854775808/decision", {"decision": "approve"}, 404),
+        ("post", "/api/approvals/99999999999999999999/claim", {"op": "claim"}, 404),
         ("post", "/api/approvals/not-a-number/decision", {"decision": "approve"}, 400),
         ("get", "/api/threads/no-such-thread", None, 404),
         ("get", f"/api/threads/{thread}/checkpoints/not-a-uuid", None, 404),
