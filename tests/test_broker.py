@@ -1,7 +1,9 @@
 """The Celery broker's Redis channels reuse one client (config/broker.py) and still deliver."""
 
+import threading
 from typing import Any
 
+from celery.backends.base import DisabledBackend
 from kombu import Connection
 
 from config.celery import app
@@ -36,3 +38,15 @@ def test_a_channel_sends_every_command_through_one_client_and_messages_still_arr
             assert client is not first and client.connection_pool is channel.pool
         queue.clear()
         queue.close()
+
+
+def test_the_result_backend_keeps_nothing_and_is_built_once_per_process_not_per_thread() -> None:
+    # daphne runs every request in a new thread; each enqueue from one used to build a backend.
+    seen: list[Any] = []
+    threads = [threading.Thread(target=lambda: seen.append(app.backend)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+        thread.join()
+
+    assert isinstance(app.backend, DisabledBackend)
+    assert all(backend is app.backend for backend in seen)
