@@ -228,22 +228,22 @@ def test_a_reviewers_decision_over_the_api_takes_ten_queries(
     # SQLite); the push reads nothing and the undo window's task is a send, not a query.
     settings.DECISION_UNDO_S = 5
     monkeypatch.setattr("approvals.events._send", lambda group, message: None)
-    rita = make_user("rita", "reviewer")
+    client = api(do_create_token(user=make_user("rita", "reviewer")))
     first, second = make_gate(), make_gate()
-    client = api(do_create_token(user=rita))
 
-    def decide(request_: ApprovalRequest) -> int:
-        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
-            response = client.post(
-                f"/api/approvals/{request_.pk}/decision",
-                {"decision": "approve"},
-                content_type="application/json",
-            )
-        assert response.status_code == 200
-        return len(queries.captured_queries)
+    approve_over_api(client, first, django_capture_on_commit_callbacks)
+    queries = approve_over_api(client, second, django_capture_on_commit_callbacks)
+    assert len(queries) == (10 if connection.vendor == "postgresql" else 12)
 
-    decide(first)
-    assert decide(second) == (10 if connection.vendor == "postgresql" else 12)
+
+def approve_over_api(client: Client, request_: ApprovalRequest, on_commit: Any) -> list[str]:
+    """Approve through the API, running the commit's callbacks; the SQL it ran."""
+    with CaptureQueriesContext(connection) as queries, on_commit(execute=True):
+        response = client.post(
+            f"/api/approvals/{request_.pk}/decision", {"decision": "approve"}, content_type="application/json"
+        )
+    assert response.status_code == 200
+    return [q["sql"] for q in queries.captured_queries]
 
 
 def test_a_decision_that_takes_effect_at_once_resumes_the_thread_without_loading_its_state(
@@ -253,17 +253,12 @@ def test_a_decision_that_takes_effect_at_once_resumes_the_thread_without_loading
     # state's values (a long conversation's messages) are not read, nor the locked thread again.
     settings.DECISION_UNDO_S = 0
     monkeypatch.setattr("approvals.events._send", lambda group, message: None)
-    rita = make_user("rita", "reviewer")
+    client = api(do_create_token(user=make_user("rita", "reviewer")))
     request_ = make_gate()
 
-    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
-        response = api(do_create_token(user=rita)).post(
-            f"/api/approvals/{request_.pk}/decision", {"decision": "approve"}, content_type="application/json"
-        )
+    sql = approve_over_api(client, request_, django_capture_on_commit_callbacks)
 
-    assert response.status_code == 200
     assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
-    sql = [q["sql"] for q in queries.captured_queries]
     assert not [q for q in sql if "checkpoints_storedvalue" in q]
     thread_reads = [q for q in sql if q.startswith("SELECT") and " FROM checkpoints_thread " in q]
     assert len(thread_reads) == 1  # the lock

@@ -146,20 +146,21 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
 
     def get(self, *, thread_id: str, checkpoint_id: str | None = None) -> CheckpointData:
         with self._lock:
-            thread = self._thread(thread_id)
-            stored = self._checkpoints[thread_id].get(checkpoint_id or thread.head_id or "")
-            if stored is None:
-                raise CheckpointNotFound(thread_id, checkpoint_id)
+            stored = self._stored(thread_id, checkpoint_id)
             values = self._values.get(thread_id, {})
             return open_checkpoint(stored.summary, stored.refs, values)[0]
 
     def summary(self, *, thread_id: str, checkpoint_id: str) -> CheckpointSummary:
         with self._lock:
-            self._thread(thread_id)
-            stored = self._checkpoints[thread_id].get(checkpoint_id)
-            if stored is None:
-                raise CheckpointNotFound(thread_id, checkpoint_id)
-            return stored.summary
+            return self._stored(thread_id, checkpoint_id).summary
+
+    def _stored(self, thread_id: str, checkpoint_id: str | None) -> Stored:
+        """The checkpoint (the head when checkpoint_id is None); call holding self._lock."""
+        thread = self._thread(thread_id)
+        stored = self._checkpoints[thread_id].get(checkpoint_id or thread.head_id or "")
+        if stored is None:
+            raise CheckpointNotFound(thread_id, checkpoint_id)
+        return stored
 
     def list(self, *, thread_id: str, limit: int | None = None) -> list[CheckpointData]:
         return [

@@ -84,13 +84,13 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         return thread, with_values(summary, first.values)
 
     def get_thread(self, *, thread_id: str) -> ThreadData:
-        thread = sql.select_thread(thread_id, lock=False)
-        if thread is None:
-            raise ThreadNotFound(thread_id)
-        return thread
+        return self._select_thread(thread_id, lock=False)
 
     def lock_thread(self, *, thread_id: str) -> ThreadData:
-        thread = sql.select_thread(thread_id, lock=True)
+        return self._select_thread(thread_id, lock=True)
+
+    def _select_thread(self, thread_id: str, *, lock: bool) -> ThreadData:
+        thread = sql.select_thread(thread_id, lock=lock)
         if thread is None:
             raise ThreadNotFound(thread_id)
         return thread
@@ -211,13 +211,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         return self._load(thread_id=thread_id, checkpoint_id=checkpoint_id)[0]
 
     def _load(self, *, thread_id: str, checkpoint_id: str | None) -> tuple[CheckpointData, Layout]:
-        found = sql.checkpoint_row(
-            thread_id, None if checkpoint_id is None else _uuid(checkpoint_id) or NO_ROW
-        )
-        if found is None:
-            self._require_thread(thread_id)
-            raise CheckpointNotFound(thread_id, checkpoint_id)
-        summary, refs = found
+        summary, refs = self._row(thread_id=thread_id, checkpoint_id=checkpoint_id)
         try:
             data, layout = open_checkpoint(summary, refs, sql.fetch_values(thread_id, wanted(refs)))
         except MissingRow:
@@ -228,11 +222,17 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         return data, layout
 
     def summary(self, *, thread_id: str, checkpoint_id: str) -> CheckpointSummary:
-        found = sql.checkpoint_row(thread_id, _uuid(checkpoint_id) or NO_ROW)
+        return self._row(thread_id=thread_id, checkpoint_id=checkpoint_id)[0]
+
+    def _row(self, *, thread_id: str, checkpoint_id: str | None) -> tuple[CheckpointSummary, dict[str, Any]]:
+        """The checkpoint's header and references (the head's when checkpoint_id is None)."""
+        found = sql.checkpoint_row(
+            thread_id, None if checkpoint_id is None else _uuid(checkpoint_id) or NO_ROW
+        )
         if found is None:
             self._require_thread(thread_id)
             raise CheckpointNotFound(thread_id, checkpoint_id)
-        return found[0]
+        return found
 
     def _require_thread(self, thread_id: str) -> None:
         if not Thread.objects.filter(pk=thread_id).exists():
