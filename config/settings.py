@@ -49,7 +49,6 @@ SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -168,8 +167,8 @@ CELERY_BROKER_URL = REDIS_URL
 # Redis with one client per channel (config/broker.py); a rediss:// or sentinel:// URL keeps kombu's own.
 CELERY_BROKER_TRANSPORT = "config.broker:Transport" if REDIS_URL.startswith("redis://") else None
 CELERY_RESULT_BACKEND = None
-# One (disabled) backend per process: Celery otherwise builds one per thread, and daphne runs
-# every request in a new thread, so each enqueue from the web built one (about 0.3 ms of CPU).
+# One (disabled) backend per process: Celery otherwise builds one per thread, and Django's ASGI
+# handler runs every request in a new thread, so each enqueue from the web built one (about 0.3 ms of CPU).
 CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_IGNORE_RESULT = True
 # A step is acknowledged only after it ran: a worker killed mid-step gets its task redelivered.
@@ -295,7 +294,7 @@ LOGGING = {
         # A line per model call otherwise. The openai SDK now sends through httpx2.
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
-        "daphne": {"level": "WARNING"},
+        "uvicorn": {"level": "WARNING"},  # its start-up lines; `serve` announces the address
     },
 }
 

@@ -1,7 +1,7 @@
 """Session fixtures for integration tests against real services.
 
     redis_ready      the Redis named by settings.REDIS_URL, flushed (embedded: started for the session)
-    live_services    a tests.live.LiveServices: daphne on a free port, pointed at the test database
+    live_services    a tests.live.LiveServices: uvicorn on a free port, pointed at the test database
     live_server_url  live_services.url, e.g. "http://127.0.0.1:41234"
     celery_worker    the Popen of a real Celery worker ("test-1") sharing live_services' environment,
                      with a notify worker ("test-notify") beside it, as `serve` runs them
@@ -32,7 +32,7 @@ from tests.live import LiveServices, Workers, free_port, live_env, log_dir, othe
 
 @pytest.fixture(scope="session", autouse=True)
 def flush_outlasts_live_readers() -> Iterator[None]:
-    """A transactional test's teardown truncates every table while daphne or a worker may still be
+    """A transactional test's teardown truncates every table while the web server or a worker may still be
     reading (a push rendered after the test closed its socket). Postgres may then abort the TRUNCATE
     as a deadlock (or a fault test may have killed the connection); retry it, or the next test
     starts with this one's rows."""

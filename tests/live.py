@@ -1,4 +1,4 @@
-"""Helpers for integration tests against real services: daphne, Celery workers, Redis, the test DB.
+"""Helpers for integration tests against real services: uvicorn, Celery workers, Redis, the test DB.
 
 The fixtures in tests/conftest.py build a LiveServices; fault tests use it to start extra workers
 (e.g. with OFFLINE_MODEL_DELAY_MS) and SIGKILL them. Every child writes its output to
@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.db import connection
 
+from agents.management.commands.serve import web_command
 from config import embedded_redis
 
 T = TypeVar("T")
@@ -140,18 +141,9 @@ class LiveServices:
         return tail(self.logs[process.pid], lines)
 
     def start_web(
-        self, port: int, timeout: float = 30, extra_env: Mapping[str, str] | None = None, name: str = "daphne"
+        self, port: int, timeout: float = 30, extra_env: Mapping[str, str] | None = None, name: str = "web"
     ) -> subprocess.Popen[bytes]:
-        command = [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "config.asgi:application",
-        ]
+        command = web_command(port)
         process = self.spawn(name, command, extra_env)
         last: tuple[int, bytes] | str = "no answer"
         url = f"http://127.0.0.1:{port}"
@@ -159,7 +151,7 @@ class LiveServices:
         def healthy() -> bool:
             nonlocal last
             if process.poll() is not None:
-                raise RuntimeError(f"daphne exited with {process.returncode}")
+                raise RuntimeError(f"the web server exited with {process.returncode}")
             try:
                 last = http_get(f"{url}/healthz")
             except OSError as exc:

@@ -41,7 +41,7 @@ def test_a_channel_sends_every_command_through_one_client_and_messages_still_arr
 
 
 def test_the_result_backend_keeps_nothing_and_is_built_once_per_process_not_per_thread() -> None:
-    # daphne runs every request in a new thread; each enqueue from one used to build a backend.
+    # Django's ASGI handler runs every request in a new thread; each enqueue from one used to build a backend.
     seen: list[Any] = []
     threads = [threading.Thread(target=lambda: seen.append(app.backend)) for _ in range(3)]
     for thread in threads:

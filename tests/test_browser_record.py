@@ -73,7 +73,7 @@ def test_inbox_keys_act_on_the_selected_row_and_a_consequential_approval_asks_fi
 def undo_server(live_services: LiveServices) -> Iterator[str]:
     """A second web server whose decisions wait DECISION_UNDO_S before taking effect."""
     port = free_port()
-    process = live_services.start_web(port, extra_env={"DECISION_UNDO_S": str(UNDO_S)}, name="daphne-undo")
+    process = live_services.start_web(port, extra_env={"DECISION_UNDO_S": str(UNDO_S)}, name="web-undo")
     yield f"http://127.0.0.1:{port}"
     live_services.stop(process)
 

@@ -2,7 +2,7 @@
 back (beat's reconciler re-enqueues the resume that could not be sent); an open inbox says
 "live updates offline — reconnecting" and recovers by itself.
 
-A private Redis server on a free port (the shared one is left alone), with its own daphne,
+A private Redis server on a free port (the shared one is left alone), with its own web server,
 worker and beat; a real chromium on the inbox.
 """
 

@@ -2,7 +2,7 @@
 no side effect that finished is repeated (the refunds table holds one row per approved refund).
 
 Real processes: Celery workers started for each test (others are paused), Redis, the test
-database, and the offline model served by daphne, made slow for the doomed worker with
+database, and the offline model served by uvicorn, made slow for the doomed worker with
 OFFLINE_MODEL_DELAY_MS. Short leases and reconcile intervals make recovery take seconds.
 """
 

@@ -148,7 +148,7 @@ def test_an_inbox_whose_server_went_away_reconnects_and_catches_up(page: Page, l
     expect(page.locator("#live-status")).to_have_text("live")
 
     page_side, server_side = sockets[-1]
-    page_side.close(code=1001, reason="going away")  # as when daphne restarts
+    page_side.close(code=1001, reason="going away")  # as when the web server restarts
     server_side.close()
     expect(page.locator("#live-status")).to_contain_text("offline")
     missed = off_loop(make_gate)  # its push went nowhere: the inbox was disconnected

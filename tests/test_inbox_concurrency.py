@@ -1,7 +1,7 @@
 """Exactly one decision wins: reviewers race on the same request through the real HTTP API.
 
 Each round opens a fresh gate and fires 2-4 decisions (any mix of approve, edit and reject) at
-the same instant from different reviewers against the live daphne. Exactly one gets 200; every
+the same instant from different reviewers against the live web server. Exactly one gets 200; every
 other gets 409 naming who decided what; the thread resumes exactly once; the refund happens at
 most once (once if the winner approved or edited, never if they rejected).
 """

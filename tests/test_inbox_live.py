@@ -1,4 +1,4 @@
-"""Live inbox pushes over real WebSockets to daphne: each reviewer sees their own view, at once.
+"""Live inbox pushes over real WebSockets to uvicorn: each reviewer sees their own view, at once.
 
 New items, claims, decisions by others and escalations reach every open inbox that may see them
 within a second; a restricted queue's items never reach anyone outside it; filters hold.

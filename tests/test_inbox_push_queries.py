@@ -1,7 +1,7 @@
 """The database work of a push does not grow with the number of open inboxes.
 
-A daphne of its own counts its queries (config.query_count); reviewers' sockets connect to it and
-gates open. Real daphne, real Redis channel layer.
+A web server of its own counts its queries (config.query_count); reviewers' sockets connect to it and
+gates open. Real uvicorn, real Redis channel layer.
 """
 
 import asyncio
@@ -23,7 +23,7 @@ SETTLE_S = 0.5  # after the last socket got the row, for any straggling query to
 
 @pytest.fixture
 def counted(live_services: LiveServices, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A daphne counting its queries into a file; no periodic refresh during the test."""
+    """A web server counting its queries into a file; no periodic refresh during the test."""
     path, port = tmp_path / "queries", free_port()
     process = live_services.start_web(port, extra_env={"QUERY_COUNT_FILE": str(path), "LIVE_REJOIN_S": "300"})
     yield f"http://127.0.0.1:{port}", path
@@ -40,7 +40,7 @@ async def open_inboxes(url: str, cookie: str, n: int) -> list[Any]:
 
 
 async def queries_for_a_gate(url: str, path: Path, *, watchers: list[Any], **gate: Any) -> int:
-    """Queries the daphne ran while a new gate reached every watcher."""
+    """Queries the web server ran while a new gate reached every watcher."""
     before = query_count.read(str(path))
     request_ = await in_thread(lambda: make_gate(**gate))()
     for ws in watchers:

@@ -1,5 +1,5 @@
 """The LangGraph server API at /langgraph, driven by LangGraph's own client (langgraph-sdk), as a
-LangGraph user or Agent Inbox would: against live daphne, a real worker and the offline model."""
+LangGraph user or Agent Inbox would: against live uvicorn, a real worker and the offline model."""
 
 import time
 from typing import Any

@@ -1,4 +1,4 @@
-"""Live pushes over a real WebSocket to daphne, through the Redis channel layer."""
+"""Live pushes over a real WebSocket to uvicorn, through the Redis channel layer."""
 
 import asyncio
 from typing import Any

@@ -2,7 +2,7 @@
 
 A FLUSHDB of the test Redis db (the channel layer's db) drops every socket from its groups while
 the sockets stay open; so does channels-redis's group expiry for a tab open longer than a day.
-Each socket re-joins every LIVE_REJOIN_S (5 s here) and re-renders what it missed. Real daphne,
+Each socket re-joins every LIVE_REJOIN_S (5 s here) and re-renders what it missed. Real uvicorn,
 real Redis channel layer.
 """
 

@@ -7,8 +7,10 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 
 from approvals.actions.tokens import do_create_token
@@ -129,3 +131,24 @@ def test_with_the_cache_unreachable_logins_still_work_and_nothing_is_a_500(setti
         assert log_in(rita.username, "wrong", ip=ip)[1].status_code == 200
     client, response = log_in(rita.username, PASSWORD, ip=ip)
     assert response.status_code == 302 and logged_in(client)
+
+
+def test_the_live_server_counts_a_failure_against_the_socket_address_not_x_forwarded_for(
+    live_server_url: str,
+) -> None:
+    # Were X-Forwarded-For believed (uvicorn believes it from 127.0.0.1 unless told not to), anyone
+    # could make each attempt come from a fresh address and never meet the per-address limit.
+    forged = fresh_ip()
+    own_key = "login-failures:ip:127.0.0.1"
+    before = cache.get(own_key, 0)
+    with httpx.Client(base_url=live_server_url, timeout=10) as browser:
+        browser.get("/login/")
+        form = {"username": fresh_name(), "password": "wrong"}
+        form["csrfmiddlewaretoken"] = browser.cookies["csrftoken"]
+        response = browser.post("/login/", data=form, headers={"X-Forwarded-For": forged})
+    assert response.status_code == 200 and "username and password didn" in response.text
+    try:
+        assert cache.get(f"login-failures:ip:{forged}") is None
+        assert cache.get(own_key) == before + 1
+    finally:
+        cache.decr(own_key)  # other live tests log in from 127.0.0.1 too

@@ -1,7 +1,7 @@
 """No secret leaves the building: the model API key, the checkpoint encryption key, SECRET_KEY and
 API tokens appear in no log (at DEBUG), no page, no API answer and no exported trace.
 
-A daphne and a worker of our own carry the secrets (others are paused); a refund runs through the
+A web server and a worker of our own carry the secrets (others are paused); a refund runs through the
 real SDK code path with a key set (the offline endpoint accepts any key) to completion.
 """
 

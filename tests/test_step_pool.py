@@ -2,7 +2,7 @@
 SIGKILLed worker's steps all recovered, and a person's step ahead of new threads' steps.
 
 Real processes: Celery workers started for each test (others are paused), Redis, the test
-database and the offline model served by daphne."""
+database and the offline model served by uvicorn."""
 
 import time
 

@@ -2,8 +2,9 @@
 
 A plain ASGI app that config/asgi.py routes to ahead of Django. A real model runs elsewhere and
 costs this machine nothing; through Django's middleware chain and asgiref's thread per request
-the simulated one cost daphne 5.9-6.4 ms of CPU a call, and 1.2-1.6 ms this way (measured
-side by side on this 2-core machine), so benchmarks spend the cores on Gatehouse itself."""
+the simulated one cost the web server (daphne then) 5.9-6.4 ms of CPU a call, and 1.2-1.6 ms
+this way (measured side by side on this 2-core machine), so benchmarks spend the cores on
+Gatehouse itself."""
 
 import asyncio
 import hashlib

@@ -4,12 +4,10 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +17,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.test import override_settings
 
+from agents.management.commands.serve import web_command
 from agents.offline import rules
 
 REFUND_TOOLS: list[dict[str, Any]] = [
@@ -280,7 +279,7 @@ def test_odd_input_gets_a_sensible_answer(messages: list[Any], tools: list[Any])
 
 
 def request(method: str, *, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-    """Send a request through the ASGI application daphne serves (routing included)."""
+    """Send a request through the ASGI application the web server serves (routing included)."""
     from config.asgi import application
 
     async def send() -> httpx.Response:
@@ -407,15 +406,13 @@ def answering(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def daphne_url() -> Iterator[str]:
-    """Serve the app with daphne on a free port, with a slow offline model."""
+def server_url() -> Iterator[str]:
+    """Serve the app as `serve` does (uvicorn) on a free port, with a slow offline model."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "OFFLINE_MODEL_DELAY_MS": str(DELAY_MS)}
-    daphne = Path(sys.executable).parent / "daphne"
-    command = [str(daphne), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
     process = subprocess.Popen(
-        command, cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        web_command(port), cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
         deadline = time.monotonic() + 30
@@ -423,7 +420,7 @@ def daphne_url() -> Iterator[str]:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 output = process.communicate()[0].decode(errors="replace")[-3000:]
-                pytest.fail(f"daphne did not start (exit {process.returncode}):\n{output}")
+                pytest.fail(f"the web server did not start (exit {process.returncode}):\n{output}")
             time.sleep(0.1)
         yield url
     finally:
@@ -431,8 +428,8 @@ def daphne_url() -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def test_the_openai_sdk_parses_tool_calls_over_http(daphne_url: str) -> None:
-    client = openai.OpenAI(base_url=f"{daphne_url}/offline/v1", api_key="offline", max_retries=0, timeout=30)
+def test_the_openai_sdk_parses_tool_calls_over_http(server_url: str) -> None:
+    client = openai.OpenAI(base_url=f"{server_url}/offline/v1", api_key="offline", max_retries=0, timeout=30)
     messages: list[Any] = [SYSTEM, user("Please refund ORD-1001 and ORD-1002")]
     tools: list[Any] = REFUND_TOOLS  # the SDK wants its TypedDicts; plain dicts are what the app sends
     response = client.chat.completions.create(model="gatehouse-offline", messages=messages, tools=tools)
@@ -448,10 +445,10 @@ def test_the_openai_sdk_parses_tool_calls_over_http(daphne_url: str) -> None:
     assert [c.id for c in calls] == [c["id"] for c in rules.reply(messages, REFUND_TOOLS)["tool_calls"]]
 
 
-def test_a_slow_answer_does_not_hold_up_other_requests(daphne_url: str) -> None:
+def test_a_slow_answer_does_not_hold_up_other_requests(server_url: str) -> None:
     def ask(_: int) -> int:
         request = urllib.request.Request(
-            f"{daphne_url}/offline/v1/chat/completions",
+            f"{server_url}/offline/v1/chat/completions",
             data=json.dumps({"model": "m", "messages": [user("hi")]}).encode(),
             headers={"Content-Type": "application/json"},
         )

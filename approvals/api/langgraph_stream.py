@@ -34,7 +34,7 @@ def _sse(event: str, data: Any) -> bytes:
 
 
 async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str) -> AsyncIterator[bytes]:
-    """An async iterator, so daphne sends each event as it comes (a sync one is read whole first)."""
+    """An async iterator, so the web server sends each event as it comes (a sync one is read whole first)."""
     yield _sse("metadata", {"run_id": run_id, "attempt": 1})
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     shown: Any = None

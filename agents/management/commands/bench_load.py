@@ -1,4 +1,4 @@
-"""Load benchmark: N refund threads through daphne, W Celery workers and the offline model.
+"""Load benchmark: N refund threads through the web server (uvicorn), W Celery workers and the offline model.
 
 Every thread reaches its gate, every gate is approved over the HTTP API, every thread completes;
 the report counts lost threads and duplicated refunds (both must be 0) and measures steps per

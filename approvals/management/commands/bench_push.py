@@ -1,7 +1,7 @@
-"""Push benchmark: N reviewer inbox sockets on a live daphne, M gates opened one after another.
+"""Push benchmark: N reviewer inbox sockets on a live web server, M gates opened one after another.
 
 Reports, for each N, gate -> socket latency p50/p99 (from just before the gate's transaction to
-the socket receiving its row) and the queries daphne ran per gate (config.query_count), beside
+the socket receiving its row) and the queries the web server ran per gate (config.query_count), beside
 the targets: p50 <= 250 ms, p99 <= 1 s, queries per gate independent of N. Runs in a database and
 a Redis of its own (bench_load's) and cleans up.
 """
