@@ -44,6 +44,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
 PORT = env_int("PORT", 8000)
+# Reverse proxies whose X-Forwarded-For/-Proto the web server believes (comma-separated addresses,
+# uvicorn's --forwarded-allow-ips). Empty: none, so a client cannot pick the address the login
+# throttle counts it under.
+FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

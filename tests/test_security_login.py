@@ -1,10 +1,12 @@
 """Failed logins are throttled per username and per address (config/login_throttle.py), in the
 shared Redis cache; right passwords never count, and API tokens are never throttled."""
 
+import contextlib
 import logging
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ from django.test import Client
 
 from approvals.actions.tokens import do_create_token
 from tests.factories import make_user
+from tests.live import LiveServices, free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_ready")]
 
@@ -139,16 +142,40 @@ def test_the_live_server_counts_a_failure_against_the_socket_address_not_x_forwa
     # Were X-Forwarded-For believed (uvicorn believes it from 127.0.0.1 unless told not to), anyone
     # could make each attempt come from a fresh address and never meet the per-address limit.
     forged = fresh_ip()
-    own_key = "login-failures:ip:127.0.0.1"
+    with counted_failure(live_server_url, forwarded_for=forged) as counted_as:
+        assert counted_as == "127.0.0.1"
+
+
+def test_behind_a_trusted_proxy_a_failure_counts_against_the_address_it_forwards(
+    live_services: LiveServices, settings: Any
+) -> None:
+    settings.FORWARDED_ALLOW_IPS = "127.0.0.1"  # the proxy: this test, on the same host
+    port = free_port()
+    proxied = live_services.start_web(port, name="web-proxied")
+    try:
+        client = fresh_ip()
+        with counted_failure(f"http://127.0.0.1:{port}", forwarded_for=client) as counted_as:
+            assert counted_as == client
+    finally:
+        live_services.stop(proxied)
+
+
+@contextlib.contextmanager
+def counted_failure(url: str, *, forwarded_for: str) -> Iterator[str]:
+    """Fail one login on the live server with this X-Forwarded-For; yield the address it counted
+    against (of the two candidates), and take the failure back afterwards."""
+    own_key, forwarded_key = "login-failures:ip:127.0.0.1", f"login-failures:ip:{forwarded_for}"
     before = cache.get(own_key, 0)
-    with httpx.Client(base_url=live_server_url, timeout=10) as browser:
+    with httpx.Client(base_url=url, timeout=10) as browser:
         browser.get("/login/")
         form = {"username": fresh_name(), "password": "wrong"}
         form["csrfmiddlewaretoken"] = browser.cookies["csrftoken"]
-        response = browser.post("/login/", data=form, headers={"X-Forwarded-For": forged})
+        response = browser.post("/login/", data=form, headers={"X-Forwarded-For": forwarded_for})
     assert response.status_code == 200 and "username and password didn" in response.text
+    counted = {"127.0.0.1": cache.get(own_key, 0) - before, forwarded_for: cache.get(forwarded_key, 0)}
     try:
-        assert cache.get(f"login-failures:ip:{forged}") is None
-        assert cache.get(own_key) == before + 1
+        assert sorted(counted.values()) == [0, 1], counted
+        yield max(counted, key=lambda address: counted[address])
     finally:
-        cache.decr(own_key)  # other live tests log in from 127.0.0.1 too
+        if counted["127.0.0.1"]:
+            cache.decr(own_key)  # other live tests log in from 127.0.0.1 too

@@ -150,16 +150,17 @@ def web_command(port: int, *, host: str = "127.0.0.1") -> list[str]:
     """uvicorn serving the ASGI app (HTTP and the inbox's WebSockets) in one process.
 
     Its C HTTP parser and event loop (httptools, uvloop) cost about a fifth less CPU per request
-    than daphne's Twisted (docs/architecture.md). Client addresses are the socket's own: the login
-    throttle keys on them, so no X-Forwarded-For is believed, not even from 127.0.0.1. Idle
-    keep-alive connections stay open 75 s, not uvicorn's 5, so a client (a worker's model client)
-    rarely sends on a connection the server is closing.
+    than daphne's Twisted (docs/architecture.md). The login throttle counts failures per client
+    address, so X-Forwarded-For is believed only from FORWARDED_ALLOW_IPS (uvicorn's own default
+    would believe 127.0.0.1). Idle keep-alive connections stay open 75 s, not uvicorn's 5, so a
+    client (a worker's model client) rarely sends on a connection the server is closing.
     """
+    proxies = settings.FORWARDED_ALLOW_IPS
     return [
         *(sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port)),
         *("--http", "httptools", "--loop", "uvloop", "--ws", "websockets-sansio"),
-        *("--lifespan", "off", "--no-proxy-headers", "--no-server-header", "--no-access-log"),
-        *("--timeout-keep-alive", "75"),
+        *(("--proxy-headers", "--forwarded-allow-ips", proxies) if proxies else ("--no-proxy-headers",)),
+        *("--lifespan", "off", "--no-server-header", "--no-access-log", "--timeout-keep-alive", "75"),
     ]
 
 
