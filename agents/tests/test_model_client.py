@@ -1,4 +1,4 @@
-"""One model client per process, however many steps ask for it at once, and quiet."""
+"""A few model clients per process, however many steps ask at once; each thread keeps one; quiet."""
 
 import logging
 import threading
@@ -6,14 +6,14 @@ import threading
 from agents import llm
 
 
-def test_twenty_steps_asking_at_once_share_one_client() -> None:
-    llm._client.cache_clear()
+def test_twenty_steps_asking_at_once_share_a_few_clients_and_each_keeps_its_own() -> None:
+    llm._clients.cache_clear()
     barrier = threading.Barrier(20)
-    clients: list[object] = []
+    asked: list[tuple[object, object]] = []
 
     def ask() -> None:
         barrier.wait()
-        clients.append(llm.client())
+        asked.append((llm.client(), llm.client()))
 
     asking = [threading.Thread(target=ask) for _ in range(20)]
     for thread in asking:
@@ -21,8 +21,11 @@ def test_twenty_steps_asking_at_once_share_one_client() -> None:
     for thread in asking:
         thread.join()
 
-    assert len(clients) == 20
-    assert len({id(client) for client in clients}) == 1
+    assert len(asked) == 20
+    assert all(first is again for first, again in asked)  # a thread keeps its client
+    # Handed out in turn: every client serves some of the threads; all were built once.
+    assert len({id(first) for first, _ in asked}) == llm.CLIENTS_PER_PROCESS
+    assert llm._clients.cache_info().misses == 1
 
 
 def test_a_model_call_writes_no_log_line_of_its_http_library() -> None:
