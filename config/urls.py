@@ -20,3 +20,5 @@ urlpatterns = [
     path("langgraph/", langgraph_api.urls),
     path("", include("approvals.urls")),
 ]
+
+handler404 = "config.errors.not_found"

@@ -40,3 +40,13 @@ def test_the_500_page_renders_in_the_layout_without_any_request_context() -> Non
     assert response.status_code == 500
     assert 'class="topbar"' in html and "Something went wrong" in html
     assert 'href="/">Back to the inbox</a>' in html
+
+
+def test_an_unknown_address_is_a_404_that_names_no_exception_class() -> None:
+    response = logged_in("rita", "reviewer").get("/approvals/")
+
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "There is nothing at this address." in html
+    assert "Resolver404" not in html
+    assert 'href="/">Back to the inbox</a>' in html
