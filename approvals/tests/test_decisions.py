@@ -219,20 +219,25 @@ def test_model_text_with_html_is_shown_as_text_on_the_decision_page() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
+@pytest.fixture
+def quiet_reviewer_api(monkeypatch: pytest.MonkeyPatch) -> Client:
+    """A reviewer's API client, with pushes switched off (they are not what is counted)."""
+    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
+    return api(do_create_token(user=make_user("rita", "reviewer")))
+
+
 def test_a_reviewers_decision_over_the_api_takes_ten_queries(
-    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, django_capture_on_commit_callbacks: Any, quiet_reviewer_api: Client
 ) -> None:
     # The README's figure, counted once the token's last use is fresh: the token, the request,
     # the reviewer's groups and queues, the transaction's two ends, the thread's and the
     # request's locks, the decision's UPDATE and the ledger's append (three statements on
     # SQLite); the push reads nothing and the undo window's task is a send, not a query.
     settings.DECISION_UNDO_S = 5
-    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
-    client = api(do_create_token(user=make_user("rita", "reviewer")))
     first, second = make_gate(), make_gate()
 
-    approve_over_api(client, first, django_capture_on_commit_callbacks)
-    queries = approve_over_api(client, second, django_capture_on_commit_callbacks)
+    approve_over_api(quiet_reviewer_api, first, django_capture_on_commit_callbacks)
+    queries = approve_over_api(quiet_reviewer_api, second, django_capture_on_commit_callbacks)
     assert len(queries) == (10 if connection.vendor == "postgresql" else 12)
 
 
@@ -247,16 +252,14 @@ def approve_over_api(client: Client, request_: ApprovalRequest, on_commit: Any) 
 
 
 def test_a_decision_that_takes_effect_at_once_resumes_the_thread_without_loading_its_state(
-    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, django_capture_on_commit_callbacks: Any, quiet_reviewer_api: Client
 ) -> None:
     # Whether every gate at the checkpoint is decided is in its header and its writes: the
     # state's values (a long conversation's messages) are not read, nor the locked thread again.
     settings.DECISION_UNDO_S = 0
-    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
-    client = api(do_create_token(user=make_user("rita", "reviewer")))
     request_ = make_gate()
 
-    sql = approve_over_api(client, request_, django_capture_on_commit_callbacks)
+    sql = approve_over_api(quiet_reviewer_api, request_, django_capture_on_commit_callbacks)
 
     assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
     assert not [q for q in sql if "checkpoints_storedvalue" in q]
