@@ -208,7 +208,10 @@ THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10)
 # writes, so there a couple of prefork processes do as well as anything (docs/architecture.md).
 STEP_POOL = os.environ.get("STEP_POOL", "threads" if _db["ENGINE"].endswith("postgresql") else "prefork")
 STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 300 if STEP_POOL == "threads" else 2)
-STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 10)  # the step worker's DB_POOL_MAX_SIZE
+# One thread-pool process per core (at most 8): a Python process uses one core at most (its GIL),
+# so with a single one the other cores sit idle while hundreds of steps are in flight.
+STEP_WORKERS = env_int("STEP_WORKERS", min(os.cpu_count() or 1, 8) if STEP_POOL == "threads" else 1)
+STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 6)  # each step worker's DB_POOL_MAX_SIZE
 # A step resumed by a person (a decision, an operator's resume, edit or fork) goes to its own
 # queue, served by threads of its own, so it never waits behind new threads' steps.
 RESUME_QUEUE = os.environ.get("RESUME_QUEUE", "resume")

@@ -76,4 +76,4 @@ def test_make_run_starts_a_thread_pool_worker_for_the_notify_queue_and_steps_nev
     notify = commands["notify"]
     assert notify[notify.index("-Q") + 1] == "notify"
     assert notify[notify.index("--pool") + 1] == "threads"
-    assert "-Q" not in commands["worker"]  # the default queue only
+    assert "-Q" not in commands["worker1"]  # the default queue only

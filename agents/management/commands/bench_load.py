@@ -51,7 +51,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--threads", type=int, default=500)
         parser.add_argument(
-            "--workers", type=int, default=1, help="step worker processes, each as `serve` starts it"
+            "--workers",
+            type=int,
+            default=settings.STEP_WORKERS,
+            help="step worker processes, each as `serve` starts it (STEP_WORKERS)",
         )
         parser.add_argument(
             "--pool",

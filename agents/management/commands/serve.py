@@ -1,10 +1,10 @@
 """`manage.py serve`: everything Gatehouse needs, in the foreground.
 
-Starts the embedded Redis (when no REDIS_URL is set), the web server (uvicorn), a Celery worker
-for steps (STEP_POOL: threads on Postgres), one for steps resumed by people (RESUME_QUEUE), a
-thread-pool worker for notifications (NOTIFY_QUEUE) and Celery beat as child
-processes, prefixes their output, and stops them all on Ctrl-C or SIGTERM. If any child dies
-the rest are stopped and serve exits non-zero.
+Starts the embedded Redis (when no REDIS_URL is set), the web server (uvicorn), STEP_WORKERS
+Celery workers for steps (STEP_POOL: threads on Postgres, one process per core), one for steps
+resumed by people (RESUME_QUEUE), a thread-pool worker for notifications (NOTIFY_QUEUE) and
+Celery beat as child processes, prefixes their output, and stops them all on Ctrl-C or SIGTERM.
+If any child dies the rest are stopped and serve exits non-zero.
 """
 
 import os
@@ -40,7 +40,7 @@ class Command(BaseCommand):
             if settings.REDIS_EMBEDDED:
                 self.start_redis(settings.EMBEDDED_REDIS_PORT)
             for name, command in child_commands(port).items():
-                self.spawn(name, command, child_env(name))
+                self.spawn(name, command, child_env(name.rstrip("0123456789")))  # worker2 -> worker
 
             announced = False
             while not stopping.wait(0.5):
@@ -96,7 +96,7 @@ class Command(BaseCommand):
 
     def log(self, name: str, text: str) -> None:
         with self.output_lock:
-            self.stdout.write(f"{name:>6} | {text}")
+            self.stdout.write(f"{name:>7} | {text}")
             self.stdout.flush()
 
     def announce(self, port: int) -> None:
@@ -134,7 +134,7 @@ def child_commands(port: int) -> dict[str, list[str]]:
     worker += ["--without-gossip", "--without-mingle"]
     commands = {
         "web": web_command(port),
-        "worker": [*worker, *step_worker_options()],
+        **{f"worker{n}": [*worker, "-n", f"worker{n}@%h", *step_worker_options()] for n in step_workers()},
         "resume": [*worker, "-n", "resume@%h", *resume_worker_options()],
         "notify": [*worker, "-n", "notify@%h", *notify_worker_options()],
         "beat": [*python, "celery", "-A", "config", "beat", "-l", "info", "-s", schedule],
@@ -178,6 +178,11 @@ def child_env(name: str) -> dict[str, str]:
 
 def is_postgres() -> bool:
     return bool(settings.DATABASES["default"]["ENGINE"].endswith("postgresql"))
+
+
+def step_workers() -> range:
+    """The step workers' numbers, 1 to STEP_WORKERS: one thread-pool process per core."""
+    return range(1, settings.STEP_WORKERS + 1)
 
 
 def step_worker_options() -> list[str]:

@@ -1,0 +1,29 @@
+"""What `serve` (`make run`) starts: one step worker per core, each named and pooled apart."""
+
+import pytest
+
+from agents.management.commands.serve import child_commands, child_env, is_postgres
+
+
+def test_serve_starts_step_workers_processes_each_with_a_node_name_of_its_own(settings) -> None:
+    settings.STEP_WORKERS = 3
+
+    commands = child_commands(8000)
+
+    workers = [name for name in commands if name.startswith("worker")]
+    assert workers == ["worker1", "worker2", "worker3"]
+    # Two processes under one node name would share Celery's control replies and the lease's owner.
+    assert [commands[n][commands[n].index("-n") + 1] for n in workers] == [
+        "worker1@%h",
+        "worker2@%h",
+        "worker3@%h",
+    ]
+    assert all(commands[n].count("--concurrency") == 1 for n in workers)
+
+
+@pytest.mark.skipif(not is_postgres(), reason="thread-pool workers pool Postgres connections")
+def test_each_step_worker_gets_a_pool_of_step_db_pool_size_connections(settings) -> None:
+    settings.STEP_POOL = "threads"
+    settings.STEP_DB_POOL_SIZE = 5
+
+    assert child_env("worker") == {"DB_POOL_MAX_SIZE": "5"}
