@@ -39,6 +39,17 @@ class RejoiningConsumer(AsyncWebsocketConsumer):
         )
         self.keeper = asyncio.create_task(keeper)
 
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        """Send, unless the page has gone: an update rendered while its socket closed is dropped.
+        A send on a closed socket raises an OSError (the ASGI spec's rule; uvicorn's
+        ClientDisconnected), and the disconnect that follows stops the consumer."""
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except OSError:
+            log.debug("dropped an update for a socket that closed")
+
     def stop_rejoining(self) -> None:
         if self.keeper is not None:
             self.keeper.cancel()
