@@ -37,3 +37,6 @@ def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> Non
     # Where a step's CPU went: both processes did work for the steps, so both are above zero.
     assert report["cpu_ms_per_step"]["workers"] > 0
     assert report["cpu_ms_per_step"]["web"] > 0
+    assert report["cpu_ms_per_step"]["bench"] > 0
+    if report["database"] == "postgresql":  # this machine's server, its sessions' CPU read from /proc
+        assert report["cpu_ms_per_step"]["postgres"] > 0

@@ -10,6 +10,7 @@ being started (people first). Runs in a database and a Redis of its own and clea
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import threading
@@ -184,7 +185,12 @@ def run(
                 workers=workers,
                 probes=probes,
                 timeout=timeout,
-                cpu=lambda: {"workers": cpu_s(procs), "web": cpu_s([web])},
+                cpu=lambda: {
+                    "workers": cpu_s(procs),
+                    "web": cpu_s([web]),
+                    "postgres": postgres_cpu_s(),
+                    "bench": bench_cpu_s(),
+                },
             )
         return {
             **result,
@@ -283,13 +289,54 @@ def with_children(pid: int) -> list[int]:
 
 def cpu_s(procs: list[Any]) -> float:
     """User and system CPU seconds used so far by these processes and their pool children."""
-    total = 0
-    for each in (pid for proc in procs for pid in with_children(proc.pid)):
-        with contextlib.suppress(OSError):
-            # utime and stime: fields 14 and 15, counted after the parenthesised name.
-            fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(pid_cpu_s(pid) for proc in procs for pid in with_children(proc.pid))
+
+
+def pid_cpu_s(pid: int) -> float:
+    """User and system CPU seconds one process has used so far (0 once it is gone)."""
+    with contextlib.suppress(OSError):
+        # utime and stime: fields 14 and 15, counted after the parenthesised name.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def postgres_cpu_s() -> dict[int, float]:
+    """CPU seconds so far of each of this database's Postgres sessions (pid -> s), when the server
+    runs on this machine (else none). The pools' sessions live through the run."""
+    if connection.vendor != "postgresql":
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        pids = [pid for (pid,) in cursor]
+    return {pid: pid_cpu_s(pid) for pid in pids if _is_local_postgres(pid)}
+
+
+def _is_local_postgres(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "postgres"
+    except OSError:  # not on this machine, or gone
+        return False
+
+
+def bench_cpu_s() -> float:
+    """This process's CPU seconds so far: the bench's own HTTP clients and polling."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_ms_per_step(before: dict[str, Any], after: dict[str, Any], *, steps: int) -> dict[str, Any]:
+    """Each process's CPU between two readings, per step; Postgres's per session (a session opened
+    meanwhile counts from its start), None when its sessions are not on this machine."""
+    spent = {}
+    for name, reading in after.items():
+        if isinstance(reading, dict):
+            spent[name] = (
+                sum(s - before[name].get(pid, 0.0) for pid, s in reading.items()) if reading else None
+            )
+        else:
+            spent[name] = reading - before[name]
+    return {name: None if s is None else round(s * 1000 / steps, 2) for name, s in spent.items()}
 
 
 def rss_kb(pid: int) -> int:
@@ -310,7 +357,7 @@ def measure(
     workers: int,
     probes: int,
     timeout: float,
-    cpu: Callable[[], dict[str, float]],
+    cpu: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     probe_ids = parallel(lambda n: start(api, n), range(2 * probes))
     if not wait_until(lambda: status_count(probe_ids, "waiting") == len(probe_ids), timeout=timeout):
@@ -365,11 +412,9 @@ def measure(
         "steps_per_s_per_core": round(steps / (gated_s + finished_s) / cores, 1),
         "steps_per_s_per_worker": round(steps / (gated_s + finished_s) / workers, 1),
         # Where a step's CPU goes: the workers run it; the web process serves the API's starts
-        # and decisions and the offline model's replies (the probes' steps ran meanwhile too).
-        "cpu_ms_per_step": {
-            name: round((cpu_after[name] - cpu_before[name]) * 1000 / (steps + probe_steps), 2)
-            for name in cpu_before
-        },
+        # and decisions and the offline model's replies; Postgres's sessions and the bench's own
+        # client share the machine (the probes' steps ran meanwhile too).
+        "cpu_ms_per_step": cpu_ms_per_step(cpu_before, cpu_after, steps=steps + probe_steps),
         "resume_latency_ms_p50": percentile(latencies, 50),
         "resume_latency_ms_p99": percentile(latencies, 99),
         "resume_latency_ms_max": round(max(latencies), 1) if latencies else None,
