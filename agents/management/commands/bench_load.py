@@ -10,7 +10,6 @@ being started (people first). Runs in a database and a Redis of its own and clea
 import contextlib
 import json
 import os
-import resource
 import shutil
 import statistics
 import threading
@@ -189,7 +188,7 @@ def run(
                     "workers": cpu_s(procs),
                     "web": cpu_s([web]),
                     "postgres": postgres_cpu_s(),
-                    "bench": bench_cpu_s(),
+                    "bench": {os.getpid(): pid_cpu_s(os.getpid())},  # its HTTP clients and polling
                 },
             )
         return {
@@ -287,9 +286,9 @@ def with_children(pid: int) -> list[int]:
     return [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
 
 
-def cpu_s(procs: list[Any]) -> float:
-    """User and system CPU seconds used so far by these processes and their pool children."""
-    return sum(pid_cpu_s(pid) for proc in procs for pid in with_children(proc.pid))
+def cpu_s(procs: list[Any]) -> dict[int, float]:
+    """CPU seconds used so far by these processes and their pool children (pid -> s)."""
+    return {pid: pid_cpu_s(pid) for proc in procs for pid in with_children(proc.pid)}
 
 
 def pid_cpu_s(pid: int) -> float:
@@ -319,24 +318,19 @@ def _is_local_postgres(pid: int) -> bool:
         return False
 
 
-def bench_cpu_s() -> float:
-    """This process's CPU seconds so far: the bench's own HTTP clients and polling."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+Readings = dict[str, dict[int, float]]
+"""Each group's processes' CPU seconds so far (pid -> s)."""
 
 
-def cpu_ms_per_step(before: dict[str, Any], after: dict[str, Any], *, steps: int) -> dict[str, Any]:
-    """Each process's CPU between two readings, per step; Postgres's per session (a session opened
-    meanwhile counts from its start), None when its sessions are not on this machine."""
-    spent = {}
-    for name, reading in after.items():
-        if isinstance(reading, dict):
-            spent[name] = (
-                sum(s - before[name].get(pid, 0.0) for pid, s in reading.items()) if reading else None
-            )
-        else:
-            spent[name] = reading - before[name]
-    return {name: None if s is None else round(s * 1000 / steps, 2) for name, s in spent.items()}
+def cpu_ms_per_step(before: Readings, after: Readings, *, steps: int) -> dict[str, float | None]:
+    """Each group's CPU between two readings, per step: a process started meanwhile counts from its
+    start; None for a group with no process on this machine (a remote Postgres)."""
+    return {
+        name: round(sum(s - before[name].get(pid, 0.0) for pid, s in reading.items()) * 1000 / steps, 2)
+        if reading
+        else None
+        for name, reading in after.items()
+    }
 
 
 def rss_kb(pid: int) -> int:
@@ -357,7 +351,7 @@ def measure(
     workers: int,
     probes: int,
     timeout: float,
-    cpu: Callable[[], dict[str, Any]],
+    cpu: Callable[[], Readings],
 ) -> dict[str, Any]:
     probe_ids = parallel(lambda n: start(api, n), range(2 * probes))
     if not wait_until(lambda: status_count(probe_ids, "waiting") == len(probe_ids), timeout=timeout):
