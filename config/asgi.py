@@ -3,12 +3,14 @@ Channels consumers."""
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-# Under ASGI each request runs in a thread of its own, so persistent connections pile up until
-# Postgres refuses new clients (seen under bench_load); Django advises CONN_MAX_AGE=0 here.
+# Each request in flight runs on a thread of its own, so persistent connections pile up until
+# Postgres refuses new clients (seen under bench_load); Django advises CONN_MAX_AGE=0 here
+# (`serve` gives the web process a pool instead).
 os.environ.setdefault("DB_CONN_MAX_AGE", "0")
+
+from config.asgi_handler import get_asgi_application
+
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -217,8 +217,8 @@ STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 6)  # each step worker's DB_POO
 RESUME_QUEUE = os.environ.get("RESUME_QUEUE", "resume")
 RESUME_CONCURRENCY = env_int("RESUME_CONCURRENCY", 8)
 RESUME_DB_POOL_SIZE = env_int("RESUME_DB_POOL_SIZE", 4)
-# The web server runs each request in a thread of its own: without a pool every request (and
-# every model call to the offline model) would open a Postgres connection and close it.
+# The web server runs each request in flight on a thread of its own (config.asgi_handler):
+# without a pool every request would open a Postgres connection and close it.
 WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 8)
 # A worker started without -Q takes both the steps' queue and RESUME_QUEUE.
 CELERY_TASK_QUEUES = [Queue("celery"), *([Queue(RESUME_QUEUE)] if RESUME_QUEUE else [])]
