@@ -35,7 +35,8 @@ class RequestExecutor(ThreadPoolExecutor):
         return self._last
 
     def idle(self) -> bool:
-        # A cancelled request (its client went away) may leave a sync call running.
+        # asgiref lets a cancelled request's sync call finish before the request ends; this
+        # keeps a call that outlived its request from delaying the next one all the same.
         return self._last is None or self._last.done()
 
 

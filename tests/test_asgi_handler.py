@@ -109,3 +109,55 @@ def test_a_thread_still_running_a_call_is_not_idle() -> None:
     finally:
         release.set()
         executor.shutdown()
+
+
+def test_a_client_that_goes_away_mid_view_ends_the_request_when_the_view_ends(
+    handler: SyncChainASGIHandler,
+) -> None:
+    """The client disconnects while the view runs: no response is sent, and the request ends only
+    once the view's sync call has (asgiref lets it finish), so its thread is idle and lent again."""
+    release = threading.Event()
+    threads = spy(handler, before=lambda: release.wait(10))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/login/",
+        "raw_path": b"/login/",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost")],
+        "server": ("localhost", 80),
+        "client": ("127.0.0.1", 50000),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def go_away() -> None:
+        messages = iter([{"type": "http.request", "body": b"", "more_body": False}])
+
+        async def receive() -> dict[str, Any]:
+            message = next(messages, None)
+            if message is not None:
+                return message
+            while not threads:  # disconnect once the view is running
+                await asyncio.sleep(0.01)
+            asyncio.get_running_loop().call_later(0.3, release.set)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await handler(scope, receive, send)
+
+    try:
+        asyncio.run(go_away())
+        assert release.is_set()  # the request ended after the view did
+        assert sent == []  # no response: the client had gone
+    finally:
+        release.set()
+
+    after = spy(handler, before=lambda: None)
+    assert get(handler, ["/login/"]) == [200]
+    assert after == threads  # the same thread, lent again
