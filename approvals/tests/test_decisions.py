@@ -11,7 +11,7 @@ from agents.actions import InvalidInput
 from approvals.actions.audit import event_body, event_hash
 from approvals.actions.decisions import DecisionConflict, NotAllowed, check_decision, do_decide
 from approvals.actions.tokens import do_create_token, do_revoke_token
-from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent
+from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, LedgerHead
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import CheckpointSource, Thread, ThreadStatus
@@ -46,6 +46,27 @@ def test_a_decision_writes_its_request_once_and_pushes_without_reading_it_back(
     assert len(reads) == 1  # only the locking read: the push used the row in hand
     assert {"type": "approval.closed", "request_id": request_.pk} in pushed
     assert any(m["type"] == "inbox.changed" and m["queues"] == [request_.queue] for m in pushed)
+
+
+def test_a_decision_appends_to_the_ledger_last_so_the_ledgers_lock_is_held_only_to_the_commit(
+    settings: Any,
+) -> None:
+    settings.DECISION_UNDO_S = 0  # it takes effect at once: recorded, and the thread resumed
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    valid = check_decision(request_, user=rita, decision="approve")
+
+    with CaptureQueriesContext(connection) as queries:
+        do_decide(request_, reviewer=rita, valid=valid)
+
+    ledger = (AuditEvent._meta.db_table, LedgerHead._meta.db_table)
+    statements = [
+        q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
+    ]
+    first = next(i for i, sql in enumerate(statements) if any(t in sql for t in ledger))
+    assert first > 0 and all(any(t in sql for t in ledger) for sql in statements[first:])
+    assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
+    assert AuditEvent.objects.filter(approval=request_, action="decision.approve").count() == 1
 
 
 def test_approve_records_the_decision_and_sets_the_thread_running() -> None:
