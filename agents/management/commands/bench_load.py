@@ -171,11 +171,10 @@ def run(
         web = services.start_web(port)
         procs = start_workers(services, workers=workers, pool=pool)
         user = User.objects.create_superuser("bench", password=uuid.uuid4().hex)
-        api = httpx.Client(
+        api = ThreadClients(
             base_url=f"{services.url}/api",
             headers={"Authorization": f"Bearer {do_create_token(user=user, name='bench')}"},
             timeout=60,
-            limits=httpx.Limits(max_connections=HTTP_CLIENTS),
         )
         with api, Sampler(procs) as sampler:
             result = measure(
@@ -232,6 +231,34 @@ def ideal(result: dict[str, Any], *, model_delay_ms: int) -> dict[str, Any]:
         "to_gate_ideal_s": ideal_s,
         "to_gate_ratio": round(result["to_gate_s"] / ideal_s, 2) if ideal_s else None,
     }
+
+
+class ThreadClients:
+    """The API's client, one httpx client (one connection) per bench thread. One client shared
+    by more threads than its pool's connections lost a start now and then to
+    `ReadError: Bad file descriptor`: httpcore's pool can close an idle connection it has just
+    handed to a queued request (encode/httpcore#1110, open in httpcore 1.0.9)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.local = threading.local()
+        self.clients: list[httpx.Client] = []
+        self.lock = threading.Lock()
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        client = getattr(self.local, "client", None)
+        if client is None:
+            client = self.local.client = httpx.Client(**self.options)
+            with self.lock:
+                self.clients.append(client)
+        return client.post(url, **kwargs)
+
+    def __enter__(self) -> "ThreadClients":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self.clients:
+            client.close()
 
 
 class Sampler:
@@ -345,7 +372,7 @@ def rss_kb(pid: int) -> int:
 
 
 def measure(
-    api: httpx.Client,
+    api: ThreadClients,
     *,
     threads: int,
     workers: int,
@@ -429,7 +456,7 @@ def parallel(fn: Any, items: Any) -> list[Any]:
         return list(pool.map(fn, items))
 
 
-def start(api: httpx.Client, n: int) -> str:
+def start(api: ThreadClients, n: int) -> str:
     body = {"agent": "refunds", "input": f"Please refund order {ORDERS[n % len(ORDERS)]}"}
     response = api.post("/threads", json=body)
     if response.status_code != 201:
@@ -437,7 +464,7 @@ def start(api: httpx.Client, n: int) -> str:
     return str(response.json()["id"])
 
 
-def decide(api: httpx.Client, pk: int) -> bool:
+def decide(api: ThreadClients, pk: int) -> bool:
     return api.post(f"/approvals/{pk}/decision", json={"decision": "approve"}).status_code == 200
 
 
@@ -446,7 +473,7 @@ def status_count(ids: list[str], status: str) -> int:
 
 
 def one_at_a_time(
-    api: httpx.Client,
+    api: ThreadClients,
     gates: list[ApprovalRequest],
     *,
     timeout: float,
