@@ -133,6 +133,12 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["OPTIONS"].setdefault("connect_timeout", 5)
     _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
     _db["CONN_HEALTH_CHECKS"] = True
+    # The hot statements (checkpoints/backends/orm/prepared.py) run as server-side prepared
+    # statements; Django turns psycopg's prepared statements off unless this is set (its own
+    # queries bind client-side and are never prepared). 0 for a PgBouncer in transaction mode
+    # older than 1.21, which cannot keep a connection's prepared statements.
+    if env_bool("DB_PREPARED_STATEMENTS", True):
+        _db["OPTIONS"].setdefault("prepare_threshold", 5)
     # A thread-pool step worker runs hundreds of steps at once; they share this many
     # connections (psycopg's pool), each held only for a step's queries and commit, never
     # across its model call. `serve` sets it for the step worker; 0 means no pool.
