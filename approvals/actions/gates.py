@@ -3,7 +3,6 @@
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -17,6 +16,7 @@ from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAct
 from approvals.selectors import RequestRoute
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData
+from checkpoints.backends.orm import prepared
 
 
 def _expiry_fields(gate: Gate) -> dict[str, Any]:
@@ -74,20 +74,19 @@ def do_open_requests(
 
 def _originals(*, thread_id: str, keys: list[str]) -> dict[str, int]:
     """Per gate key, the superseded request that asked it last and was not asked again yet (a
-    gate asked again after an edit or fork). Plain SQL: it runs at every gate, where the ORM
-    spent about a millisecond of CPU compiling the query."""
+    gate asked again after an edit or fork). A prepared statement: it runs at every gate, where
+    the ORM spent about a millisecond of CPU compiling it and Postgres 0.45 ms planning it."""
     if not keys:
         return {}
     table = ApprovalRequest._meta.db_table
     marks = ", ".join(["%s"] * len(keys))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT o.key, o.id FROM {table} o WHERE o.thread_id = %s AND o.key IN ({marks}) "
-            f"AND o.status = %s AND NOT EXISTS (SELECT 1 FROM {table} r WHERE r.supersedes_id = o.id) "
-            "ORDER BY o.id",
-            [thread_id, *keys, ApprovalStatus.SUPERSEDED.value],
-        )
-        return dict(cursor.fetchall())  # ordered by id: a key's newest wins
+    rows = prepared.fetch_all(
+        f"SELECT o.key, o.id FROM {table} o WHERE o.thread_id = %s AND o.key IN ({marks}) "
+        f"AND o.status = %s AND NOT EXISTS (SELECT 1 FROM {table} r WHERE r.supersedes_id = o.id) "
+        "ORDER BY o.id",
+        [thread_id, *keys, ApprovalStatus.SUPERSEDED.value],
+    )
+    return dict(rows)  # ordered by id: a key's newest wins
 
 
 def _link_to_originals(created: list[ApprovalRequest], originals: dict[str, int]) -> None:
