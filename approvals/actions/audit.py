@@ -81,9 +81,9 @@ _SET_BY_POSTGRES = ("id", "prev_hash", "hash")
 def _append_in_one_statement(event: AuditEvent, *, body: str) -> bool:
     """On Postgres: lock the head, insert the event chained to it (its hash computed by Postgres,
     as event_hash computes it) and move the head, in one round trip. The head's lock orders
-    every append and is held until the caller commits: this way it is held for one statement
-    and the commit, not for three statements, a savepoint and the Python between them (decisions
-    queued on it). False: no head row yet."""
+    every append and is held until the caller commits: appended last (as decisions do), it is
+    held for one statement and the commit, not for three statements, a savepoint and the
+    Python between them (decisions queued on it). False: no head row yet."""
     fields = [f for f in AuditEvent._meta.concrete_fields if f.name not in _SET_BY_POSTGRES]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     values = [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]

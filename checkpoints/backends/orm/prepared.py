@@ -3,7 +3,9 @@
 Django binds parameters client-side, so Postgres parses and plans every statement anew; the
 few hot statements (the store's, the lease's, an API token's) are the same text every time,
 so preparing them once per connection saves that, and running them as plain SQL saves the
-ORM's compilation of each (0.3-1 ms of CPU a query). Errors are Django's
+ORM's compilation of each (0.3-1 ms of CPU a query). Django turns psycopg's preparing off
+(prepare_threshold=None, with which psycopg ignores prepare=True); settings turn it back on
+(DB_PREPARED_STATEMENTS). Errors are Django's
 (wrap_database_errors) and the statement shows in connection.queries like any other.
 """
 
