@@ -1,6 +1,9 @@
 """The audit ledger: append-only, hash-chained. `actions.ledger` verifies the chain."""
 
 import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -11,6 +14,28 @@ from approvals.models import ApprovalRequest, AuditEvent, LedgerHead
 from checkpoints.digest import canonical_json
 
 GENESIS_HASH = "0" * 64
+
+_held_back: ContextVar[list[Callable[[], None]] | None] = ContextVar("held_back_appends", default=None)
+
+
+@contextmanager
+def appended_last() -> Iterator[None]:
+    """Hold back the ledger appends made inside until the block ends, then make them in order:
+    put at the end of a transaction, they are its last statements. The ledger's head lock, which
+    orders every append, is then held for them and the commit only, not while the rest of the
+    transaction (a step's commit, a decision resuming its thread) runs. Inside another such
+    block, the outer one appends them. If the block raises, they are dropped with its rollback."""
+    if _held_back.get() is not None:
+        yield
+        return
+    token = _held_back.set([])
+    try:
+        yield
+        appends = _held_back.get() or []
+    finally:
+        _held_back.reset(token)
+    for append in appends:
+        append()
 
 
 def event_hash(*, prev_hash: str, body: dict[str, Any]) -> str:
@@ -45,8 +70,8 @@ def do_audit(
     approval: ApprovalRequest | None = None,
     data: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append an event to the ledger, chained to the previous one, in the caller's transaction.
-    A None actor is the system (expiry, idle claims)."""
+    """Append an event to the ledger, chained to the previous one, in the caller's transaction
+    (inside `appended_last`, at its end). A None actor is the system (expiry, idle claims)."""
     known = actor is not None and actor.is_authenticated
     event = AuditEvent(
         actor=actor if known else None,  # type: ignore[misc]
@@ -60,10 +85,18 @@ def do_audit(
         created_at=timezone.now(),
     )
     body = canonical_json(event_body(event))
+    if (held_back := _held_back.get()) is not None:
+        held_back.append(lambda: _append(event, body=body))
+        return event
+    _append(event, body=body)
+    return event
+
+
+def _append(event: AuditEvent, *, body: str) -> None:
     if connection.vendor == "postgresql":
         while not _append_in_one_statement(event, body=body):
             LedgerHead.objects.get_or_create(pk=1)  # the first event ever: no head row yet
-        return event
+        return
     # The head row's lock orders every append; it is held until the caller commits.
     with transaction.atomic(savepoint=False):
         head, _ = LedgerHead.objects.select_for_update().get_or_create(pk=1)
@@ -72,7 +105,6 @@ def do_audit(
         event.save()
         head.last_hash = event.hash
         head.save(update_fields=["last_hash"])
-    return event
 
 
 _SET_BY_POSTGRES = ("id", "prev_hash", "hash")

@@ -13,7 +13,7 @@ from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
 from approvals import events, rows
 from approvals.access import Access
-from approvals.actions.audit import audit_request
+from approvals.actions.audit import appended_last, audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.signoffs import do_signoff, needs_signoffs
 from approvals.actions.undo import do_schedule_effect, do_take_effect_now, undo_deadline
@@ -138,7 +138,8 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
     """Store the decision on the request the reviewer saw, as it is once locked; resume the thread
     when it was the last open one. Raise NotAllowed if the reviewer may not decide the request's
     queue as it is now, DecisionConflict if someone else decided first or the thread moved on."""
-    with transaction.atomic():
+    # The ledger's events (a sign-off's, the decision's) are the transaction's last statements.
+    with transaction.atomic(), appended_last():
         # Lock order everywhere: thread, then its requests (operators' edits take the same path).
         thread, request_ = lock_request(seen.pk, thread_id=seen.thread_id)
         check_may_decide(request_, user=reviewer)

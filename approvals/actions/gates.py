@@ -10,6 +10,7 @@ from agents import gates as gate_protocol
 from agents.graph import Gate
 from approvals import events
 from approvals.actions import notify
+from approvals.actions.audit import appended_last
 from approvals.actions.expiry import default_reason, describe_duration
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
@@ -62,9 +63,12 @@ def do_open_requests(
     )
     if originals:
         _link_to_originals(created, originals)
-    if do_apply_policies(created, thread_id=thread_id, agent=agent):
-        thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
-        gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id)
+    # A policy's ledger events are appended after its decisions resume the thread: the ledger's
+    # lock is then held only to the step's commit (which has nothing left to write).
+    with appended_last():
+        if do_apply_policies(created, thread_id=thread_id, agent=agent):
+            thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
+            gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
     if opened:
         events.on_commit(lambda: events.send_requests_opened(requests=opened))
