@@ -63,8 +63,8 @@ def do_open_requests(
     )
     if originals:
         _link_to_originals(created, originals)
-    # A policy's ledger events are appended after its decisions resume the thread: the ledger's
-    # lock is then held only to the step's commit (which has nothing left to write).
+    # A policy's ledger events are appended after its decisions resume the thread, as the gates'
+    # last statements: the ledger's lock is not held while the thread is resumed.
     with appended_last():
         if do_apply_policies(created, thread_id=thread_id, agent=agent):
             thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
