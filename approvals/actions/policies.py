@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from agents.actions import InvalidInput
-from approvals.actions.audit import do_audit
+from approvals.actions.audit import appended_last, do_audit
 from approvals.models import Policy
 
 EDITABLE = (
@@ -109,7 +109,7 @@ def do_update_policy(
 
 def do_delete_policy(policy_id: int, *, actor: Actor) -> None:
     """Delete the policy; the ledger keeps what it was."""
-    with transaction.atomic():
+    with transaction.atomic(), appended_last():  # the event, as it was, after the delete
         policy = Policy.objects.select_for_update().get(pk=policy_id)
         before = policy_facts(policy)
         do_record_policy_change(policy, actor=actor, kind="delete", before=before, after=None)

@@ -16,8 +16,8 @@ from agents.tools import Expiry
 from approvals.actions.audit import appended_last, do_audit
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.expiry import do_expire_due
-from approvals.actions.policies import do_create_policy
-from approvals.models import ApprovalStatus, AuditEvent, LedgerHead
+from approvals.actions.policies import do_create_policy, do_delete_policy
+from approvals.models import ApprovalStatus, AuditEvent, LedgerHead, Policy
 from approvals.tests.helpers import gate_with_expiry
 from checkpoints.models import Thread, ThreadStatus
 from tests.factories import make_gate, make_user
@@ -92,6 +92,18 @@ def test_an_expiry_appends_after_it_resumes_the_thread(monkeypatch: pytest.Monke
 
     assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
     assert AuditEvent.objects.filter(approval=request_, action="expiry.reject").count() == 1
+
+
+def test_deleting_a_policy_appends_what_it_was_after_the_delete() -> None:
+    policy("args.amount_cents < 5000", "approve")
+    doomed = Policy.objects.get()
+
+    with ledger_written_last():
+        do_delete_policy(doomed.pk, actor=None)
+
+    assert not Policy.objects.exists()
+    event = AuditEvent.objects.get(action="policy.delete")
+    assert event.data["policy"]["id"] == doomed.pk
 
 
 def test_appends_held_back_are_made_in_order_at_the_end_and_dropped_with_a_rollback() -> None:
