@@ -28,10 +28,10 @@ def appended_last() -> Iterator[None]:
     if _held_back.get() is not None:
         yield
         return
-    token = _held_back.set([])
+    appends: list[Callable[[], None]] = []
+    token = _held_back.set(appends)
     try:
         yield
-        appends = _held_back.get() or []
     finally:
         _held_back.reset(token)
     for append in appends:

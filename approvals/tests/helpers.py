@@ -1,12 +1,17 @@
-"""Test helpers for the inbox: gates whose Approval carries an expiry policy."""
+"""Test helpers for the inbox: gates whose Approval carries an expiry policy; the ledger written
+last in a block."""
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.registry import registry
 from agents.tools import Expiry
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, AuditEvent, LedgerHead
 from tests.factories import make_gate
 
 
@@ -20,3 +25,21 @@ def gate_with_expiry(monkeypatch: pytest.MonkeyPatch, expiry: Expiry | None) -> 
         return make_gate()
     finally:
         monkeypatch.setitem(agent._tools, "issue_refund", tool)  # type: ignore[attr-defined]
+
+
+LEDGER = (AuditEvent._meta.db_table, LedgerHead._meta.db_table)
+
+
+@contextmanager
+def ledger_written_last() -> Iterator[None]:
+    """Assert that the block writes to the ledger and that, once it does, nothing else follows:
+    the ledger's head lock, held to the commit, is not held while the rest runs."""
+    with CaptureQueriesContext(connection) as queries:
+        yield
+    statements = [
+        q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
+    ]
+    touches = [any(table in sql for table in LEDGER) for sql in statements]
+    assert any(touches), "nothing was appended to the ledger"
+    first = touches.index(True)
+    assert first > 0 and all(touches[first:]), statements[first:]

@@ -11,7 +11,8 @@ from agents.actions import InvalidInput
 from approvals.actions.audit import event_body, event_hash
 from approvals.actions.decisions import DecisionConflict, NotAllowed, check_decision, do_decide
 from approvals.actions.tokens import do_create_token, do_revoke_token
-from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, LedgerHead
+from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent
+from approvals.tests.helpers import ledger_written_last
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import CheckpointSource, Thread, ThreadStatus
@@ -56,15 +57,9 @@ def test_a_decision_appends_to_the_ledger_last_so_the_ledgers_lock_is_held_only_
     request_ = make_gate()
     valid = check_decision(request_, user=rita, decision="approve")
 
-    with CaptureQueriesContext(connection) as queries:
+    with ledger_written_last():
         do_decide(request_, reviewer=rita, valid=valid)
 
-    ledger = (AuditEvent._meta.db_table, LedgerHead._meta.db_table)
-    statements = [
-        q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
-    ]
-    first = next(i for i, sql in enumerate(statements) if any(t in sql for t in ledger))
-    assert first > 0 and all(any(t in sql for t in ledger) for sql in statements[first:])
     assert Thread.objects.get(pk=request_.thread_id).status == ThreadStatus.RUNNING
     assert AuditEvent.objects.filter(approval=request_, action="decision.approve").count() == 1
 

@@ -1,14 +1,11 @@
 """The ledger's head lock orders every append and is held to the commit: the actions that append
 do it as their transaction's last statements, so the lock is not held while the rest runs."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.db import transaction
 from django.utils import timezone
 
 from agents import gates
@@ -17,28 +14,12 @@ from approvals.actions.audit import appended_last, do_audit
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.expiry import do_expire_due
 from approvals.actions.policies import do_create_policy, do_delete_policy
-from approvals.models import ApprovalStatus, AuditEvent, LedgerHead, Policy
-from approvals.tests.helpers import gate_with_expiry
+from approvals.models import ApprovalStatus, AuditEvent, Policy
+from approvals.tests.helpers import gate_with_expiry, ledger_written_last
 from checkpoints.models import Thread, ThreadStatus
 from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
-
-LEDGER = (AuditEvent._meta.db_table, LedgerHead._meta.db_table)
-
-
-@contextmanager
-def ledger_written_last() -> Iterator[None]:
-    """Assert that the block writes to the ledger and that, once it does, nothing else follows."""
-    with CaptureQueriesContext(connection) as queries:
-        yield
-    statements = [
-        q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
-    ]
-    touches = [any(table in sql for table in LEDGER) for sql in statements]
-    assert any(touches), "nothing was appended to the ledger"
-    first = touches.index(True)
-    assert first > 0 and all(touches[first:]), statements[first:]
 
 
 def policy(when: str, action: str, **fields: object) -> None:
