@@ -3,6 +3,8 @@
 import logging
 import threading
 
+import pytest
+
 from agents import llm
 
 
@@ -36,3 +38,34 @@ def test_a_model_call_writes_no_log_line_of_its_http_library() -> None:
     assert library in ("httpx", "httpx2")
     assert logging.getLogger(library).getEffectiveLevel() >= logging.WARNING
     assert logging.getLogger(f"{library}._client").getEffectiveLevel() >= logging.WARNING
+
+
+def test_a_reply_is_read_from_the_chat_completion_json() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup_order", "arguments": ""}}
+    other = {"id": "call_2", "type": "custom", "custom": {"name": "grep", "input": "x"}}
+    data = {
+        "model": "m",
+        "choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call, other]}}],
+    }
+    # Only function calls are the agent's; no arguments reads as an empty object.
+    assert llm.reply_from(data) == llm.ModelReply(
+        content=None, tool_calls=[llm.ToolCall(id="call_1", name="lookup_order", arguments="{}")], model="m"
+    )
+    text = {"model": "m", "choices": [{"message": {"role": "assistant", "content": "Done."}}]}
+    assert llm.reply_from(text) == llm.ModelReply(content="Done.", tool_calls=[], model="m")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"choices": []},
+        {"error": {"message": "overloaded"}},
+        "<html>gateway</html>",
+        None,
+        {"choices": [{"message": {"tool_calls": [{"type": "function"}]}}]},
+        {"choices": [{"message": {"tool_calls": "lookup_order"}}]},
+    ],
+)
+def test_a_server_that_answers_something_else_is_a_clear_error(data: object) -> None:
+    with pytest.raises(llm.MalformedReply, match="not a chat completion"):
+        llm.reply_from(data)

@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.test import override_settings
 
+from agents import llm
 from agents.management.commands.serve import web_command
 from agents.offline import rules
 
@@ -460,3 +461,25 @@ def test_a_slow_answer_does_not_hold_up_other_requests(server_url: str) -> None:
         assert list(pool.map(ask, range(4))) == [200] * 4
     # Served one after another these would take 4 x DELAY_MS.
     assert time.monotonic() - started < 2.5 * DELAY_MS / 1000
+
+
+@pytest.mark.parametrize(
+    "text", ["Please refund ORD-1001 and ORD-1002", "hello"], ids=["tool calls", "text answer"]
+)
+def test_the_runtime_reads_the_same_reply_the_sdk_parses(server_url: str, text: str) -> None:
+    # llm.complete reads the reply's JSON itself (cast_to=object); it must see what the SDK's
+    # typed ChatCompletion sees.
+    messages: list[Any] = [SYSTEM, user(text)]
+    with override_settings(OPENAI_BASE_URL=f"{server_url}/offline/v1", OFFLINE_MODEL_DELAY_MS=0):
+        reply = llm.complete(messages=messages, tools=REFUND_TOOLS)
+    client = openai.OpenAI(base_url=f"{server_url}/offline/v1", api_key="offline", max_retries=0, timeout=30)
+    tools: list[Any] = REFUND_TOOLS
+    typed = client.chat.completions.create(model=settings.OPENAI_MODEL, messages=messages, tools=tools)
+    message = typed.choices[0].message
+    assert reply.model == typed.model
+    assert reply.content == message.content
+    assert reply.tool_calls == [
+        llm.ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)  # type: ignore[union-attr]
+        for c in message.tool_calls or []
+    ]
+    assert bool(reply.tool_calls) == (text != "hello")
