@@ -42,6 +42,12 @@ class ToolCall:
     arguments: str
     """The raw JSON string the model produced (it may be invalid)."""
 
+    @classmethod
+    def of(cls, call: dict[str, Any]) -> "ToolCall":
+        """A call in the API's shape, as a reply carries it and an assistant message stores it."""
+        function = call["function"]
+        return cls(id=call["id"], name=function["name"], arguments=function.get("arguments") or "{}")
+
 
 @dataclass(frozen=True)
 class ModelReply:
@@ -125,9 +131,7 @@ def reply_from(data: Any) -> ModelReply:
     try:
         message = data["choices"][0]["message"]
         calls = [
-            ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments") or "{}")
-            for c in message.get("tool_calls") or []
-            if c.get("type", "function") == "function"
+            ToolCall.of(c) for c in message.get("tool_calls") or [] if c.get("type", "function") == "function"
         ]
         return ModelReply(content=message.get("content"), tool_calls=calls, model=str(data.get("model", "")))
     except (KeyError, IndexError, TypeError, AttributeError) as exc:

@@ -97,14 +97,7 @@ class ToolAgent(Agent):
         if next_node != "tools" or not messages:
             return []
         calls = messages[-1].get("tool_calls") or []
-        return self._gates(
-            [
-                llm.ToolCall(
-                    id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments") or "{}"
-                )
-                for c in calls
-            ]
-        )
+        return self._gates([llm.ToolCall.of(c) for c in calls])
 
     def _gates(self, calls: list[llm.ToolCall]) -> list[Gate]:
         gates = []
