@@ -40,3 +40,9 @@ def test_forty_threads_on_two_workers_all_complete_with_one_refund_each() -> Non
     assert report["cpu_ms_per_step"]["bench"] > 0
     if report["database"] == "postgresql":  # this machine's server, its sessions' CPU read from /proc
         assert report["cpu_ms_per_step"]["postgres"] > 0
+    # The machine's limit: the climb's CPU spread over every core. No stack spends more than its
+    # cores' time, so the limit is never above the climb's own time (the readings' own moments aside).
+    assert report["to_gate_cpu_s"] > 0
+    assert 0 < report["to_gate_machine_busy"] <= 1
+    assert report["to_gate_cpu_limit_s"] == round(report["to_gate_cpu_s"] / report["cores"], 2)
+    assert report["to_gate_cpu_limit_s"] <= report["to_gate_s"] + 0.25

@@ -224,12 +224,16 @@ def start_workers(services: Any, *, workers: int, pool: str) -> list[Any]:
 
 
 def ideal(result: dict[str, Any], *, model_delay_ms: int) -> dict[str, Any]:
-    """The time to the gate if nothing but the model took time: its latency times the calls."""
+    """The time to the gate if nothing but the model took time (its latency times the calls),
+    and the machine's limit: the CPU the climb took, spread over every core."""
     ideal_s = round(result["model_calls_to_gate"] * model_delay_ms / 1000, 2)
+    cpu_limit_s = round(result["to_gate_cpu_s"] / result["cores"], 2)
     return {
         "model_delay_ms": model_delay_ms,
         "to_gate_ideal_s": ideal_s,
         "to_gate_ratio": round(result["to_gate_s"] / ideal_s, 2) if ideal_s else None,
+        "to_gate_cpu_limit_s": cpu_limit_s,
+        "to_gate_vs_cpu_limit": round(result["to_gate_s"] / cpu_limit_s, 2) if cpu_limit_s else None,
     }
 
 
@@ -349,15 +353,36 @@ Readings = dict[str, dict[int, float]]
 """Each group's processes' CPU seconds so far (pid -> s)."""
 
 
-def cpu_ms_per_step(before: Readings, after: Readings, *, steps: int) -> dict[str, float | None]:
-    """Each group's CPU between two readings, per step: a process started meanwhile counts from its
+def cpu_spent_s(before: Readings, after: Readings) -> dict[str, float | None]:
+    """Each group's CPU seconds between two readings: a process started meanwhile counts from its
     start; None for a group with no process on this machine (a remote Postgres)."""
     return {
-        name: round(sum(s - before[name].get(pid, 0.0) for pid, s in reading.items()) * 1000 / steps, 2)
-        if reading
-        else None
+        name: sum(s - before[name].get(pid, 0.0) for pid, s in reading.items()) if reading else None
         for name, reading in after.items()
     }
+
+
+def cpu_ms_per_step(before: Readings, after: Readings, *, steps: int) -> dict[str, float | None]:
+    return {
+        name: None if spent is None else round(spent * 1000 / steps, 2)
+        for name, spent in cpu_spent_s(before, after).items()
+    }
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """Busy and all core-seconds of the whole machine so far (/proc/stat; zeros off Linux): busy
+    is everything but idle and I/O wait, the kernel's network work for every process included."""
+    with contextlib.suppress(OSError):
+        ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        hz = os.sysconf("SC_CLK_TCK")
+        return (sum(ticks) - ticks[3] - ticks[4]) / hz, sum(ticks) / hz
+    return 0.0, 0.0
+
+
+def busy_fraction(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    """The share of the machine's core-seconds between two readings that were busy."""
+    elapsed = after[1] - before[1]
+    return round((after[0] - before[0]) / elapsed, 2) if elapsed else None
 
 
 def rss_kb(pid: int) -> int:
@@ -386,7 +411,7 @@ def measure(
     probe_gates = list(ApprovalRequest.objects.filter(thread_id__in=probe_ids, status="pending"))
     idle = one_at_a_time(api, probe_gates[:probes], timeout=timeout)
 
-    cpu_before, probe_steps_before = cpu(), worker_steps(probe_ids)
+    cpu_before, probe_steps_before, machine_before = cpu(), worker_steps(probe_ids), machine_cpu_s()
     started = time.monotonic()
     with ThreadPoolExecutor(1) as background:
         starting = background.submit(parallel, lambda n: start(api, n), range(threads))
@@ -395,6 +420,7 @@ def measure(
     started_s = time.monotonic() - started
     waiting = wait_until(lambda: status_count(ids, "waiting") == threads, timeout=timeout)
     gated_s = time.monotonic() - started
+    cpu_gated, machine_gated = cpu(), machine_cpu_s()
     steps_gate = worker_steps(ids)
     gate_calls = Checkpoint.objects.filter(
         thread_id__in=ids, node="model", created_by__startswith="worker:"
@@ -423,6 +449,10 @@ def measure(
         "started_via_api_s": round(started_s, 2),
         "all_at_gate": waiting,
         "to_gate_s": round(gated_s, 2),
+        # The stack's CPU until every thread was at its gate (workers, web, Postgres, the bench's
+        # clients), and how busy the machine's cores were meanwhile: near 1, the cores are the limit.
+        "to_gate_cpu_s": round(sum(filter(None, cpu_spent_s(cpu_before, cpu_gated).values())), 2),
+        "to_gate_machine_busy": busy_fraction(machine_before, machine_gated),
         "decisions_via_api": sum(1 for ok in answers if ok),
         "decisions_s": round(decisions_s, 2),
         "all_done": done,
