@@ -1,0 +1,48 @@
+"""The Makefile builds the venv from Debian's interpreter when it can (README, "Performance")."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+DEBIAN_PYTHON = Path("/usr/bin/python3.11")
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def make_python(*args: str) -> str:
+    """The interpreter `make` would build the venv from."""
+    shown = subprocess.run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "--eval",
+            "show-python: ; @echo $(PYTHON)",
+            *args,
+            "show-python",
+        ],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},  # no PYTHON from the environment
+    )
+    return shown.stdout.strip()
+
+
+def can_build_a_venv(python: Path) -> bool:
+    if not python.exists():
+        return False
+    return subprocess.run([python, "-c", "import ensurepip"], capture_output=True).returncode == 0
+
+
+def test_the_venv_comes_from_debians_python_when_it_can_build_one() -> None:
+    expected = str(DEBIAN_PYTHON) if can_build_a_venv(DEBIAN_PYTHON) else "python3.11"
+    assert make_python() == expected
+
+
+def test_python_on_the_command_line_overrides_it() -> None:
+    assert make_python("PYTHON=/opt/python3.11/bin/python3.11") == "/opt/python3.11/bin/python3.11"
