@@ -4,7 +4,8 @@ SHELL := /bin/bash
 # The venv's interpreter: Debian's /usr/bin/python3.11 when it can build a venv (python3.11-venv),
 # else the first python3.11 on the PATH. Debian's executable has libpython linked in; a default
 # pyenv build loads it as a shared library and has no profile-guided optimisation, and ran the
-# stack on about a sixth more CPU (README, "Performance"). Any 3.11 works: PYTHON=... overrides.
+# stack on about a sixth more CPU (README, "Performance"). Any 3.11 works: PYTHON=... overrides;
+# a .venv already built is kept (remove it to rebuild from the faster interpreter).
 PYTHON ?= $(shell /usr/bin/python3.11 -c "import ensurepip" 2>/dev/null && echo /usr/bin/python3.11 || echo python3.11)
 VENV := .venv
 PY := $(VENV)/bin/python
