@@ -71,6 +71,7 @@ bench: venv
 	$(MANAGE) bench_policies --policies 100 --json
 	$(MANAGE) bench_langgraph --json
 	$(MANAGE) bench_load --threads 1000 --model-delay-ms 2000 --json
+	$(MANAGE) bench_load --threads 500 --model-delay-ms 0 --json
 	$(MANAGE) bench_push --sockets 1 50 --gates 20 --json
 
 # README screenshots, taken against live services (tests/screenshots.py is not part of `make test`).

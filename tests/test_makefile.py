@@ -1,5 +1,7 @@
-"""The Makefile builds the venv from Debian's interpreter when it can (README, "Performance")."""
+"""The Makefile builds the venv from Debian's interpreter when it can, and `make bench` runs every
+benchmark the README's performance table quotes (README, "Performance")."""
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,3 +48,21 @@ def test_the_venv_comes_from_debians_python_when_it_can_build_one() -> None:
 
 def test_python_on_the_command_line_overrides_it() -> None:
     assert make_python("PYTHON=/opt/python3.11/bin/python3.11") == "/opt/python3.11/bin/python3.11"
+
+
+def test_make_bench_runs_every_benchmark_the_readmes_performance_table_quotes() -> None:
+    readme = (settings.BASE_DIR / "README.md").read_text()
+    section = readme.split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| **")]
+    quoted = [re.search(r"\(`(bench_[a-z]+ [^`]*)`\)", row) for row in table]
+    assert len(quoted) == 4 and all(quoted)  # load at 2 s, load at no delay, push, checkpoints
+    planned = subprocess.run(
+        ["make", "-n", "--no-print-directory", "bench"],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for command in quoted:
+        assert command is not None
+        assert f"manage.py {command[1]} --json" in planned
