@@ -213,7 +213,7 @@ THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10)
 # one process runs many in threads (sharing DB_POOL_MAX_SIZE connections); SQLite serialises
 # writes, so there a couple of prefork processes do as well as anything (docs/architecture.md).
 STEP_POOL = os.environ.get("STEP_POOL", "threads" if _db["ENGINE"].endswith("postgresql") else "prefork")
-STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 300 if STEP_POOL == "threads" else 2)
+STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 500 if STEP_POOL == "threads" else 2)
 # One thread-pool process per core (at most 8): a Python process uses one core at most (its GIL),
 # so with a single one the other cores sit idle while hundreds of steps are in flight.
 STEP_WORKERS = env_int("STEP_WORKERS", min(os.cpu_count() or 1, 8) if STEP_POOL == "threads" else 1)

@@ -1,5 +1,7 @@
 """What `serve` (`make run`) starts: one step worker per core, each named and pooled apart."""
 
+import os
+
 import pytest
 
 from agents.management.commands.serve import child_commands, child_env, is_postgres
@@ -27,3 +29,12 @@ def test_each_step_worker_gets_a_pool_of_step_db_pool_size_connections(settings)
     settings.STEP_DB_POOL_SIZE = 5
 
     assert child_env("worker") == {"DB_POOL_MAX_SIZE": "5"}
+
+
+@pytest.mark.skipif(not is_postgres(), reason="SQLite keeps prefork workers of 2 processes")
+@pytest.mark.skipif("STEP_CONCURRENCY" in os.environ, reason="set in the environment")
+def test_each_step_worker_holds_the_readmes_default_of_500_steps_in_flight() -> None:
+    # With two processes, 1,000 threads started at once are all in flight (README, "Performance").
+    command = child_commands(8000)["worker1"]
+    assert command[command.index("--pool") + 1] == "threads"
+    assert command[command.index("--concurrency") + 1] == "500"
