@@ -14,25 +14,29 @@ DEBIAN_PYTHON = Path("/usr/bin/python3.11")
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 
 
-def make_python(*args: str) -> str:
-    """The interpreter `make` would build the venv from."""
-    shown = subprocess.run(
-        [
-            "make",
-            "-s",
-            "--no-print-directory",
-            "--eval",
-            "show-python: ; @echo $(PYTHON)",
-            *args,
-            "show-python",
-        ],
+def make(*args: str, env: dict[str, str] | None = None) -> str:
+    """What `make ARGS` prints in the project's directory."""
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
         cwd=settings.BASE_DIR,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
+    ).stdout
+
+
+def make_python(*args: str) -> str:
+    """The interpreter `make` would build the venv from."""
+    shown = make(
+        "-s",
+        "--eval",
+        "show-python: ; @echo $(PYTHON)",
+        *args,
+        "show-python",
         env={"PATH": "/usr/bin:/bin"},  # no PYTHON from the environment
     )
-    return shown.stdout.strip()
+    return shown.strip()
 
 
 def can_build_a_venv(python: Path) -> bool:
@@ -54,15 +58,8 @@ def test_make_bench_runs_every_benchmark_the_readmes_performance_table_quotes() 
     readme = (settings.BASE_DIR / "README.md").read_text()
     section = readme.split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("| **")]
-    quoted = [re.search(r"\(`(bench_[a-z]+ [^`]*)`\)", row) for row in table]
-    assert len(quoted) == 4 and all(quoted)  # load at 2 s, load at no delay, push, checkpoints
-    planned = subprocess.run(
-        ["make", "-n", "--no-print-directory", "bench"],
-        cwd=settings.BASE_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    quoted = [match[1] for row in table if (match := re.search(r"\(`(bench_[a-z]+ [^`]*)`\)", row))]
+    assert len(quoted) == len(table) == 4  # load at 2 s, load at no delay, push, checkpoints
+    planned = make("-n", "bench")
     for command in quoted:
-        assert command is not None
-        assert f"manage.py {command[1]} --json" in planned
+        assert f"manage.py {command} --json" in planned
