@@ -2,7 +2,7 @@
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deepdiff import DeepDiff
@@ -38,13 +38,44 @@ class Change:
 
 
 def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
-    """List the changes from old to new, in path order."""
-    report = DeepDiff(old, new, verbose_level=2, view="text")
-    changes = []
-    for key, kind in _KINDS.items():
-        for path, detail in report.get(key, {}).items():
-            changes.append(_change(kind, _path(path), detail))
+    """List the changes from old to new, in path order. A call's arguments or a tool's result
+    that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
+    changes = [inner for change in _changes(old, new) for inner in _within_encoded(change, old)]
     return sorted(changes, key=lambda c: _sort_key(c.path))
+
+
+def _changes(old: Any, new: Any) -> list[Change]:
+    report = DeepDiff(old, new, verbose_level=2, view="text")
+    return [
+        _change(kind, _path(path), detail)
+        for key, kind in _KINDS.items()
+        for path, detail in report.get(key, {}).items()
+    ]
+
+
+_ARGUMENTS = re.compile(r"\.function\.arguments$")
+_CONTENT = re.compile(r"^messages\[(\d+)\]\.content$")
+
+
+def _within_encoded(change: Change, old: dict[str, Any]) -> list[Change]:
+    """OpenAI's format keeps a call's arguments and a tool's result as JSON text; when both
+    sides are JSON objects, the change is the fields that differ inside them, each with its
+    path below the text's. Text that is not an object, or that differs only in its spelling
+    (spacing, key order), stays one change of the text."""
+    if change.kind != "changed" or not (_ARGUMENTS.search(change.path) or _is_tool_result(change.path, old)):
+        return [change]
+    before, after = json_object(change.old), json_object(change.new)
+    inner = _changes(before, after) if before is not None and after is not None else []
+    return [replace(c, path=f"{change.path}.{c.path}") for c in inner] or [change]
+
+
+def _is_tool_result(path: str, values: dict[str, Any]) -> bool:
+    match = _CONTENT.match(path)
+    messages = values.get("messages")
+    if not match or not isinstance(messages, list) or int(match[1]) >= len(messages):
+        return False
+    message = messages[int(match[1])]
+    return isinstance(message, dict) and message.get("role") == "tool"
 
 
 def _change(kind: str, path: str, detail: Any) -> Change:

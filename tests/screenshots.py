@@ -205,7 +205,7 @@ def test_take_record_screenshots(page: Page, live_server_url: str, celery_worker
     olga, _ = make_user("olga", "operator"), make_user("ada", "admin")
     thread_id = start_thread("Please refund order ORD-1004, it never arrived")
     reach(thread_id, "waiting", timeout=30)
-    off_loop(approve_pending, thread_id)
+    off_loop(approve_pending, thread_id, "rita")
     reach(thread_id, "done", timeout=30)
     again = off_loop(lambda: make_gate(args={"order_id": "ORD-1004", "amount_cents": 58000}))
     edited = off_loop(lambda: make_gate(args={"order_id": "ORD-1001", "amount_cents": 4250}))

@@ -1,10 +1,12 @@
 """Pages an admin and an operator read: the ledger as diffs with links, the thread list with what
 each thread is about, what waits in it and when it last moved."""
 
+import json
+
 import pytest
 from django.test import Client
 
-from approvals.actions.threads import do_control, do_fork_thread
+from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from checkpoints.backends import get_backend
 from checkpoints.models import Checkpoint
 from tests.factories import make_gate, make_user
@@ -35,6 +37,28 @@ def test_the_ledger_shows_a_fork_as_a_readable_diff_with_links_to_its_checkpoint
     assert "<ins>Please refund order ORD-1003</ins>" in html
     assert "because it broke because it broke" in html  # the old text is not cut to 160 characters
     assert '{"changes"' not in html and "[{&quot;" not in html
+
+
+def test_the_compare_page_and_the_ledger_name_the_argument_an_edit_changed() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()  # issue_refund {"order_id": "ORD-1001", "amount_cents": 4250}
+    values = get_backend().get(thread_id=request_.thread_id).values
+    values["messages"][-1]["tool_calls"][0]["function"]["arguments"] = json.dumps(
+        {"order_id": "ORD-1001", "amount_cents": 3000}
+    )
+    edited = do_edit_state(request_.thread_id, user=olga, values=values).checkpoint.id
+    admin = logged_in("ada", "admin")
+    path = "messages[1].tool_calls[0].function.arguments.amount_cents"
+
+    compare = admin.get(
+        f"/threads/{request_.thread_id}/diff/?from={request_.checkpoint_id}&to={edited}"
+    ).content.decode()
+    ledger = admin.get("/ledger/").content.decode()
+
+    assert f"<td><code>{path}</code></td>" in compare
+    assert '<td class="before"><pre>4250</pre></td><td class="after"><pre>3000</pre></td>' in compare
+    assert "ORD-1001" not in compare  # only the field that changed, not the whole arguments
+    assert f'<code class="path">{path}</code>' in ledger
 
 
 def test_the_thread_list_shows_the_first_message_pending_count_and_last_activity() -> None:

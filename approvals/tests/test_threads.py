@@ -98,7 +98,10 @@ def test_editing_state_writes_an_update_checkpoint_and_asks_for_approval_again()
     assert str(fresh.checkpoint_id) == written.checkpoint.id
     assert fresh.args == {"order_id": "ORD-1001", "amount_cents": 100}
     event = AuditEvent.objects.get(action="thread.update")
-    assert event.data["changes"][0]["path"] == "messages[1].tool_calls[0].function.arguments"
+    # The ledger names the argument the operator changed, not the whole arguments text.
+    [change] = event.data["changes"]
+    assert change["path"] == "messages[1].tool_calls[0].function.arguments.amount_cents"
+    assert change["new"] == 100
 
 
 def test_a_gate_asked_again_points_at_the_request_it_replaces_and_keeps_its_place() -> None:
@@ -301,10 +304,11 @@ def test_the_notes_on_edits_come_from_the_ledger_at_a_cost_that_does_not_grow_wi
         edit(amount)
     many, more_notes = page_queries()
 
-    assert notes[0].startswith("state edited by olga: messages[1].tool_calls[0].function.arguments")
-    assert notes[0].endswith(
-        '“…"amount_cents": 100}” → “…"amount_cents": 200}”'
-    )  # what changed, not the start
+    # the argument that changed, not the arguments' text
+    assert (
+        notes[0]
+        == "state edited by olga: messages[1].tool_calls[0].function.arguments.amount_cents “100” → “200”"
+    )
     assert (len(notes), len(more_notes)) == (2, 14)
     assert many == few  # a note cost two checkpoint loads: the page took 20 queries with 2 edits, 80 with 14
 

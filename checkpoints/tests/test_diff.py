@@ -45,3 +45,50 @@ def test_a_tool_result_shows_the_object_it_encodes() -> None:
 
     assert shown[0]["content"] == {"order_id": "ORD-1001", "total_cents": 4250}
     assert shown[1]["content"] == '{"order_id": "ORD-1001"}'
+
+
+def call_with(arguments: str) -> dict[str, Any]:
+    call = {**CALL, "function": {**CALL["function"], "arguments": arguments}}
+    return {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+
+
+def test_changed_arguments_name_the_argument_that_changed() -> None:
+    old = call_with('{"order_id": "ORD-1001", "amount_cents": 4250}')
+    new = call_with('{"order_id": "ORD-1001", "amount_cents": 3000, "note": "partial"}')
+
+    changes = [(c.kind, c.path, c.old, c.new) for c in diff_values(old, new)]
+
+    assert changes == [
+        ("changed", "messages[0].tool_calls[0].function.arguments.amount_cents", 4250, 3000),
+        ("added", "messages[0].tool_calls[0].function.arguments.note", None, "partial"),
+    ]
+
+
+def test_arguments_that_only_change_spelling_or_are_not_objects_stay_one_change_of_the_text() -> None:
+    for before, after in [
+        ('{"a": 1, "b": 2}', '{"b": 2,  "a": 1}'),  # the same object, written differently
+        ('{"a": 1}', "not json {"),
+        ("[1]", "[2]"),
+    ]:
+        [change] = diff_values(call_with(before), call_with(after))
+
+        assert (change.path, change.old, change.new) == (
+            "messages[0].tool_calls[0].function.arguments",
+            before,
+            after,
+        )
+
+
+def test_a_changed_tool_result_names_its_fields_and_a_persons_words_stay_text() -> None:
+    def state(role: str, content: str) -> dict[str, Any]:
+        return {"messages": [{"role": role, "tool_call_id": "c1", "content": content}]}
+
+    result = diff_values(
+        state("tool", '{"status": "ok", "total": 1}'), state("tool", '{"status": "ok", "total": 2}')
+    )
+    typed = diff_values(state("user", '{"total": 1}'), state("user", '{"total": 2}'))
+
+    assert [(c.path, c.old, c.new) for c in result] == [("messages[0].content.total", 1, 2)]
+    assert [(c.path, c.old, c.new) for c in typed] == [
+        ("messages[0].content", '{"total": 1}', '{"total": 2}')
+    ]
