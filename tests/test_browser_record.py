@@ -128,6 +128,7 @@ def test_effects_already_done_are_shown_on_the_decision_page_in_the_inbox_and_in
     page.goto(f"{live_server_url}/threads/{thread_id}/checkpoints/{first.pk}/")
     expect(page.locator("#fork [data-effects]")).to_contain_text("Already done on this thread")
     expect(page.locator("#fork [data-run-again]")).to_contain_text("issue_refund")
+    expect(page.locator("#fork [data-run-again]")).to_contain_text("Refund $19.99")  # in the tool's words
     editor = page.locator("textarea[name=values]")
     editor.fill(editor.input_value().replace("ORD-1003", "ORD-1004"))
     page.get_by_role("button", name="Review the fork…").click()

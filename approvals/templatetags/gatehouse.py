@@ -3,7 +3,7 @@ from typing import Any
 
 from django import template
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals.access import Access
@@ -81,6 +81,25 @@ def gate_summary(request_: Any) -> str:
     from approvals import presentation
 
     return presentation.summary(agent=request_.agent, action=request_.action, args=_args(request_.args))
+
+
+@register.filter
+def path_breaks(path: str) -> SafeString:
+    """A state path that wraps after its dots (messages[3].<wbr>content), not inside a word."""
+    return mark_safe(".<wbr>".join(escape(part) for part in str(path).split(".")))  # each part escaped
+
+
+@register.filter
+def call_summary(call: Any, agent: str) -> str:
+    """A call that ran ({"tool", "arguments"}, the arguments as JSON text) in its tool's words:
+    "Refund $19.99 to Alan Turing (order ORD-1003)"; arguments that are not an object as written."""
+    from approvals import presentation
+    from checkpoints.diff import json_object
+
+    args = json_object(call.get("arguments"))
+    if args is None:
+        return f"{call.get('tool', '')}({call.get('arguments', '')})"
+    return presentation.summary(agent=agent, action=str(call.get("tool", "")), args=args)
 
 
 @register.filter
