@@ -91,12 +91,14 @@ def path_breaks(path: str) -> SafeString:
 
 @register.filter
 def call_summary(call: Any, agent: str) -> str:
-    """A call that ran ({"tool", "arguments"}, the arguments as JSON text) in its tool's words:
-    "Refund $19.99 to Alan Turing (order ORD-1003)"; arguments that are not an object as written."""
+    """A call that ran ({"tool", "arguments"}: an object, or JSON text as OpenAI's format keeps
+    it) in its tool's words: "Refund $19.99 to Alan Turing (order ORD-1003)"; arguments that are
+    not an object as written."""
     from approvals import presentation
     from checkpoints.diff import json_object
 
-    args = json_object(call.get("arguments"))
+    raw = call.get("arguments")
+    args = raw if isinstance(raw, dict) else json_object(raw)
     if args is None:
         return f"{call.get('tool', '')}({call.get('arguments', '')})"
     return presentation.summary(agent=agent, action=str(call.get("tool", "")), args=args)
