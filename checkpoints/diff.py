@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deepdiff import DeepDiff
+from deepdiff.path import parse_path
 
 _KINDS = {
     "dictionary_item_added": "added",
@@ -40,42 +41,31 @@ class Change:
 def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """List the changes from old to new, in path order. A call's arguments or a tool's result
     that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
-    changes = [inner for change in _changes(old, new) for inner in _within_encoded(change, old)]
+    report = DeepDiff(old, new, verbose_level=2, view="text")
+    changes = [
+        change
+        for key, kind in _KINDS.items()
+        for path, detail in report.get(key, {}).items()
+        for change in _within_encoded(_change(kind, _path(path), detail), old=old, deepdiff_path=path)
+    ]
     return sorted(changes, key=lambda c: _sort_key(c.path))
 
 
-def _changes(old: Any, new: Any) -> list[Change]:
-    report = DeepDiff(old, new, verbose_level=2, view="text")
-    return [
-        _change(kind, _path(path), detail)
-        for key, kind in _KINDS.items()
-        for path, detail in report.get(key, {}).items()
-    ]
-
-
-_ARGUMENTS = re.compile(r"\.function\.arguments$")
-_CONTENT = re.compile(r"^messages\[(\d+)\]\.content$")
-
-
-def _within_encoded(change: Change, old: dict[str, Any]) -> list[Change]:
-    """OpenAI's format keeps a call's arguments and a tool's result as JSON text; when both
-    sides are JSON objects, the change is the fields that differ inside them, each with its
-    path below the text's. Text that is not an object, or that differs only in its spelling
-    (spacing, key order), stays one change of the text."""
-    if change.kind != "changed" or not (_ARGUMENTS.search(change.path) or _is_tool_result(change.path, old)):
+def _within_encoded(change: Change, *, old: dict[str, Any], deepdiff_path: str) -> list[Change]:
+    """A changed value held as JSON text (_encoded_keys), with objects on both sides, as the
+    fields that differ inside them, each with its path below the text's. Text that is not an
+    object, or that differs only in its spelling (spacing, key order), stays one change."""
+    elements = parse_path(deepdiff_path)
+    if change.kind != "changed" or not elements:
+        return [change]
+    container: Any = old
+    for element in elements[:-1]:  # the path is old's too: a changed value is on both sides
+        container = container[element]
+    if not isinstance(container, dict) or elements[-1] not in _encoded_keys(container):
         return [change]
     before, after = json_object(change.old), json_object(change.new)
-    inner = _changes(before, after) if before is not None and after is not None else []
+    inner = diff_values(before, after) if before is not None and after is not None else []
     return [replace(c, path=f"{change.path}.{c.path}") for c in inner] or [change]
-
-
-def _is_tool_result(path: str, values: dict[str, Any]) -> bool:
-    match = _CONTENT.match(path)
-    messages = values.get("messages")
-    if not match or not isinstance(messages, list) or int(match[1]) >= len(messages):
-        return False
-    message = messages[int(match[1])]
-    return isinstance(message, dict) and message.get("role") == "tool"
 
 
 def _change(kind: str, path: str, detail: Any) -> Change:
@@ -108,12 +98,16 @@ def _readable(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     shown = {key: _readable(item) for key, item in value.items()}
-    encoded = ["arguments", *(["content"] if value.get("role") == "tool" else [])]
-    for key in encoded:
+    for key in _encoded_keys(value):
         decoded = json_object(value.get(key))
         if decoded is not None:
             shown[key] = decoded
     return shown
+
+
+def _encoded_keys(container: dict[str, Any]) -> list[str]:
+    """The keys whose values OpenAI's format keeps as JSON text: a call's arguments, a tool's result."""
+    return ["arguments", *(["content"] if container.get("role") == "tool" else [])]
 
 
 def json_object(text: Any) -> dict[str, Any] | None:
