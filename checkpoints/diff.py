@@ -78,8 +78,10 @@ def _path(deepdiff_path: str) -> str:
     return _KEY.sub(r".\1", _ROOT.sub("", deepdiff_path)).lstrip(".")
 
 
-def _sort_key(path: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", path) if p]
+def _sort_key(path: str) -> list[tuple[int, Any]]:
+    """Indexes in number order, before names: a key spelled "0" beside "a" at one level (a
+    tool's result may hold both) must not compare a number with a string."""
+    return [(0, int(p)) if p.isdecimal() else (1, p) for p in re.split(r"[.\[\]]+", path) if p]
 
 
 def _text(value: Any) -> str:

@@ -92,3 +92,11 @@ def test_a_changed_tool_result_names_its_fields_and_a_persons_words_stay_text() 
     assert [(c.path, c.old, c.new) for c in typed] == [
         ("messages[0].content", '{"total": 1}', '{"total": 2}')
     ]
+
+
+def test_keys_that_are_digits_beside_names_sort_without_error() -> None:
+    # A tool's result may hold {"0": …, "a": …}; "²" is a digit that int() refuses.
+    old = {"0": {"a": 1, "0": 1, "²": 1}, "b": 1}
+    new = {"0": {"a": 2, "0": 2, "²": 2}, "b": 2}
+
+    assert [c.path for c in diff_values(old, new)] == ["0.0", "0.a", "0.²", "b"]
