@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import httpx2
 import openai
 from django.conf import settings
 
@@ -68,11 +69,20 @@ a few clients, so a pool holds a few dozen connections."""
 
 @cache
 def _clients(base_url: str, api_key: str, timeout: float) -> tuple[openai.OpenAI, ...]:
-    # All at once, at the process's first model call: built one by one as threads first asked,
-    # a burst of resumed steps queued behind each build (about 20 ms of CPU, an SSL context each).
+    # All at once, at the process's first model call, while that call's thread and every other
+    # thread's first call wait: built one by one as threads first asked, a burst of resumed steps
+    # queued behind each build. They share one TLS context, the SDK's default one: building it
+    # is nearly all of a client's cost (about 25 ms of CPU, its certificates read and parsed).
     # Retries are the task's job (with backoff, visible in the thread); keep the SDK's short.
+    tls = httpx2.create_ssl_context()
     return tuple(
-        openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=1)
+        openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=1,
+            http_client=openai.DefaultHttpxClient(verify=tls),
+        )
         for _ in range(CLIENTS_PER_PROCESS)
     )
 

@@ -1,7 +1,10 @@
 """A few model clients per process, however many steps ask at once; each thread keeps one; quiet."""
 
 import logging
+import socket
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -28,6 +31,40 @@ def test_twenty_steps_asking_at_once_share_a_few_clients_and_each_keeps_its_own(
     # Handed out in turn: every client serves some of the threads; all were built once.
     assert len({id(first) for first, _ in asked}) == llm.CLIENTS_PER_PROCESS
     assert llm._clients.cache_info().misses == 1
+
+
+def test_the_clients_share_one_tls_context_and_keep_the_sdks_settings() -> None:
+    llm._clients.cache_clear()
+    clients = llm._clients("https://models.example/v1", "key", 7.5)
+
+    contexts = {id(c._client._transport._pool._ssl_context) for c in clients}  # type: ignore[attr-defined]
+    assert len(contexts) == 1
+    assert all(c.timeout == 7.5 and c.max_retries == 1 for c in clients)
+    assert all(str(c.base_url) == "https://models.example/v1/" for c in clients)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A server that accepts connections and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.listen(8)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+
+
+def test_a_model_that_does_not_answer_within_the_timeout_is_unavailable(
+    settings: Any, silent_server: str
+) -> None:
+    settings.OFFLINE_MODEL = False
+    settings.OPENAI_BASE_URL = silent_server
+    settings.OPENAI_API_KEY = "key"
+    settings.OPENAI_TIMEOUT_S = 0.2
+    llm._clients.cache_clear()
+    try:
+        # A retryable error for the step's task, not a thread stuck in its model call.
+        with pytest.raises(llm.ModelUnavailable, match="model unavailable"):
+            llm.complete(messages=[{"role": "user", "content": "hi"}], tools=[])
+    finally:
+        llm._clients.cache_clear()
 
 
 def test_a_model_call_writes_no_log_line_of_its_http_library() -> None:
