@@ -1,13 +1,15 @@
 """What every framework adapter does alike, for each example agent written with another
 framework, over the HTTP API with a real Celery worker and the offline model: an edit runs the
 edited call and shows it edited, a bad edit is a 400 naming the field, a rejection reaches the
-model as a reason and refunds nothing."""
+model as a reason and refunds nothing, and an approved call shows as already done."""
 
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from agents.examples.models import Refund
+from checkpoints.models import Checkpoint
 from tests.factories import Api, api_for, make_user
 from tests.test_refunds_flow import (
     decide,
@@ -69,3 +71,21 @@ def test_a_rejection_reaches_the_model_with_its_reason_and_refunds_nothing(api: 
     assert results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
     assert "Outside the 30-day window" in last_message(done)
     assert Refund.objects.count() == 0
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_an_approved_call_shows_as_already_done_on_its_thread(api: Api, agent: str) -> None:
+    # What the fork dialog and policies' `effects` read (approvals.effects): the tool's result
+    # recorded under the gate's key, as a native agent's gated tool records it.
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1001")
+    decide(api, approval, {"decision": "approve"})
+    wait_status(api, thread_id, "done")
+    browser = Client()
+    browser.force_login(make_user("olga", "operator"))
+
+    first = Checkpoint.objects.get(thread_id=thread_id, step=0)
+    html = browser.get(f"/threads/{thread_id}/checkpoints/{first.pk}/").content.decode()
+
+    effects = html.partition("data-effects>")[2].partition("</div>")[0]
+    assert "Already done on this thread" in effects
+    assert "Refund <strong>$42.50</strong> to the customer of order <code>ORD-1001</code>" in effects

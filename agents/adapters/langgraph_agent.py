@@ -26,10 +26,10 @@ effect wraps it in `gatehouse_step().run_once(tool_call_id, fn)` so it happens o
 
 import contextvars
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import pydantic
@@ -48,6 +48,7 @@ from langgraph.types import Command
 from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
+from agents.llm import parse_arguments
 from agents.prebuilt import rejection_text
 from agents.state import new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
@@ -318,7 +319,11 @@ class LangGraphAgent(SegmentAgent):
         if state.pending_edit:
             config = self._write_edit(config, state.messages)
         graph_input: Any = None
+        deps = GatehouseDeps.of(ctx)
         if ctx.decisions:
+            # The keys of this checkpoint's requests, before _ask_again gives the interrupts new ids.
+            gate_of = _gate_of_call(state.interrupts, state.messages)
+            deps = replace(deps, run_once=partial(_run_once_as_gate, ctx.run_once, gate_of))
             interrupts, decisions = state.interrupts, ctx.decisions
             if self._answered(config):
                 config, interrupts, decisions = self._ask_again(config, interrupts, decisions)
@@ -327,7 +332,7 @@ class LangGraphAgent(SegmentAgent):
             # The id of the message already shown, so the graph's copy replaces it on the page.
             shown = state.messages[-1]["id"] if state.messages else None
             graph_input = {"messages": [HumanMessage(state.prompt, id=shown)]}
-        with _in_step(GatehouseDeps.of(ctx)):
+        with _in_step(deps):
             graph.invoke(graph_input, config)  # type: ignore[call-overload]
         snapshot = graph.get_state({"configurable": {"thread_id": ctx.thread_id}})
         interrupts = [{"id": i.id, "value": i.value} for task in snapshot.tasks for i in task.interrupts]
@@ -387,6 +392,37 @@ def _asked(value: Any) -> list[Asked]:
         "an interrupt Gatehouse can put in the inbox is LangChain's human-in-the-loop request "
         f"or Agent Inbox's HumanInterrupt list; got {json.dumps(value, default=str)[:200]}"
     )
+
+
+def _gate_of_call(interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, str]:
+    """The gate key of each tool call the interrupts ask about, by the call's id. An interrupt
+    names an action and its arguments, not a call: the call is the first unclaimed one with that
+    name and those arguments in the last message that made calls (the message LangChain's
+    middleware, or a tools node, interrupts to ask about)."""
+    made: list[dict[str, Any]] = next(
+        (m["tool_calls"] for m in reversed(messages) if m.get("tool_calls")), []
+    )
+    unclaimed = [(c["id"], c["function"]["name"], parse_arguments(c["function"]["arguments"])) for c in made]
+    gate_of = {}
+    for interrupt in interrupts:
+        for index, (action, args, _, _) in enumerate(_asked(interrupt["value"])):
+            call = next((c for c in unclaimed if c[1:] == (action, args)), None)
+            if call is not None:
+                unclaimed.remove(call)
+                gate_of[call[0]] = gate_key(interrupt["id"], index)
+    return gate_of
+
+
+def _run_once_as_gate(
+    run_once: Callable[[str, Callable[[], Any]], Any],
+    gate_of: dict[str, str],
+    call_id: str,
+    fn: Callable[[], Any],
+) -> Any:
+    """run_once(call_id, fn) for a tool in a resumed segment: a call a person decided on records
+    its result under its gate's key, as a native agent's gated tool does, so what it did shows as
+    done to reviewers and to policies (approvals.effects). Other calls keep their own id."""
+    return run_once(gate_of.get(call_id, call_id), fn)
 
 
 def _resume(interrupts: list[dict[str, Any]], decisions: dict[str, HumanDecision]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.adapters.langgraph_agent import _asked, _resume
+from agents.adapters.langgraph_agent import _asked, _gate_of_call, _resume
 from agents.gates import HumanDecision
 from agents.tools import Decision
 
@@ -67,6 +67,38 @@ def test_agent_inbox_interrupts_are_resumed_with_its_response_list() -> None:
         ),
     ]:
         assert _resume([{"id": "i2", "value": INBOX}], {"i2:0": decision}) == {"i2": [expected]}
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, object]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_each_call_an_interrupt_asks_about_is_found_by_its_action_and_arguments() -> None:
+    asked = {
+        "action_requests": [
+            {"name": "issue_refund", "args": {"order_id": "ORD-1", "amount_cents": 5}},
+            {"name": "issue_refund", "args": {"order_id": "ORD-1", "amount_cents": 5}},
+        ]
+    }
+    messages = [
+        {
+            "role": "assistant",
+            "tool_calls": [call("old", "issue_refund", '{"order_id": "ORD-1", "amount_cents": 5}')],
+        },
+        {"role": "tool", "content": "done"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                call("look", "lookup_order", '{"order_id": "ORD-1"}'),
+                call("a", "issue_refund", '{"amount_cents": 5, "order_id": "ORD-1"}'),  # key order aside
+                call("b", "issue_refund", '{"order_id": "ORD-1", "amount_cents": 5}'),
+            ],
+        },
+    ]
+
+    # The same call twice: each gate claims its own, in order; the ungated and earlier calls none.
+    assert _gate_of_call([{"id": "i1", "value": asked}], messages) == {"a": "i1:0", "b": "i1:1"}
+    assert _gate_of_call([{"id": "i1", "value": INBOX}], messages) == {}  # other arguments: no call
 
 
 def test_any_other_interrupt_is_refused_with_what_it_was() -> None:
