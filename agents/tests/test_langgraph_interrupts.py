@@ -1,5 +1,7 @@
 """The interrupt shapes a LangGraph graph may ask in, and the resume values each gets back."""
 
+from typing import Any
+
 import pytest
 
 from agents.adapters.langgraph_agent import _asked, _gate_of_call, _resume
@@ -69,7 +71,7 @@ def test_agent_inbox_interrupts_are_resumed_with_its_response_list() -> None:
         assert _resume([{"id": "i2", "value": INBOX}], {"i2:0": decision}) == {"i2": [expected]}
 
 
-def call(call_id: str, name: str, arguments: str) -> dict[str, object]:
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
@@ -80,7 +82,7 @@ def test_each_call_an_interrupt_asks_about_is_found_by_its_action_and_arguments(
             {"name": "issue_refund", "args": {"order_id": "ORD-1", "amount_cents": 5}},
         ]
     }
-    messages = [
+    messages: list[dict[str, Any]] = [
         {
             "role": "assistant",
             "tool_calls": [call("old", "issue_refund", '{"order_id": "ORD-1", "amount_cents": 5}')],
