@@ -111,6 +111,13 @@ class Rule:
     def label(self) -> str:
         return f"'{self.name}' v{self.version}"
 
+    @property
+    def precedence(self) -> tuple[bool, int, int]:
+        """Where it is tried: every policy for all threads by order, then the standing decisions
+        (scoped to a thread) by order. A standing decision only decides what would otherwise go
+        to a person, whatever order an admin gives a policy."""
+        return (bool(self.thread_id), self.order, self.id)
+
     def applies(self, *, agent: str, thread_id: str, now: datetime) -> bool:
         """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside)."""
         return (
@@ -143,7 +150,6 @@ def load_rules(tool: str) -> list[Rule]:
     rows = list(
         Policy.objects.filter(enabled=True, tool=tool)
         .filter(Q(until__isnull=True) | Q(until__gt=timezone.now()))  # expired standing decisions
-        .order_by("order", "id")
         .values_list(*RULE_COLUMNS)
     )
     # Plain rows, not model instances: this runs at every gate. Groups only matter for require.
@@ -153,7 +159,7 @@ def load_rules(tool: str) -> list[Rule]:
         through = Policy.groups.through.objects.filter(policy_id__in=required)
         for policy_id, name in through.values_list("policy_id", "group__name"):
             groups.setdefault(policy_id, []).append(name)
-    return [
+    rules = [
         Rule(
             id=pk,
             name=name,
@@ -172,6 +178,7 @@ def load_rules(tool: str) -> list[Rule]:
         )
         for pk, name, version, when, action, queue, approvers, message, agent, thread_id, until, order in rows
     ]
+    return sorted(rules, key=lambda r: r.precedence)
 
 
 def _is_number(value: Any) -> bool:

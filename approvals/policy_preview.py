@@ -124,7 +124,7 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
     tool = candidate.tool
     rules = [r for r in load_rules(tool) if r.id != candidate.id]
     if candidate.enabled:
-        rules = sorted([*rules, candidate], key=lambda r: (r.order, r.id))
+        rules = sorted([*rules, candidate], key=lambda r: r.precedence)
     requests = ApprovalRequest.objects.filter(action=tool).select_related("decided_by")
     if candidate.agent:
         requests = requests.filter(agent=candidate.agent)

@@ -19,8 +19,8 @@ from approvals.models import ApprovalRequest, Policy, PolicyAction
 from approvals.policies import MAX_WHEN_CHARS, condition_error
 
 SCOPES = {"tool": "this tool", "args": "these exact arguments"}
-# After every admin policy (the API's highest order): a standing decision only decides what
-# would otherwise go to a person, never past an admin's deny, route or two-person rule.
+# Standing decisions are tried after every policy for all threads whatever its order
+# (Rule.precedence); this orders them among themselves, and reads as "last" in lists.
 STANDING_ORDER = 1_000_000
 LONGEST = timedelta(days=90)
 

@@ -141,7 +141,8 @@ def test_a_request_needing_two_approvals_cannot_be_made_standing() -> None:
     assert Policy.objects.count() == 1
 
 
-def test_admin_policies_come_before_a_standing_decision() -> None:
+@pytest.mark.parametrize("order", [100, STANDING_ORDER])  # the API's highest order ties with it
+def test_admin_policies_come_before_a_standing_decision(order: int) -> None:
     request_ = make_gate(args=ARGS)
     stand(client_for(make_user("rita", "reviewer")), request_)
     do_create_policy(
@@ -151,6 +152,7 @@ def test_admin_policies_come_before_a_standing_decision() -> None:
             "tool": "issue_refund",
             "when": "args.amount_cents > 10000",
             "action": "deny",
+            "order": order,
         },
     )
 
