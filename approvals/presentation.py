@@ -73,6 +73,7 @@ def preview(*, agent: str, action: str, args: dict[str, Any]) -> SafeString:
 
 CHECKPOINT_KEYS = {"previous_head": "Head before", "from_checkpoint": "Forked from"}
 ARGS_KEYS = {"args_seen": "Arguments seen", "args": "Arguments decided"}
+LABELS = {"seen_digest": "State seen (digest)"}
 LONG_TEXT = 400
 
 
@@ -81,7 +82,7 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
     ids (linked by the template), arguments one per line, and anything else as short text."""
     facts: list[dict[str, Any]] = []
     for key, value in data.items():
-        label = CHECKPOINT_KEYS.get(key) or ARGS_KEYS.get(key) or humanize(key)
+        label = CHECKPOINT_KEYS.get(key) or ARGS_KEYS.get(key) or LABELS.get(key) or humanize(key)
         if key == "changes" and isinstance(value, list):
             changes = [_change(c) for c in value if isinstance(c, dict)]
             facts.append({"kind": "changes", "label": "Changes", "value": changes})

@@ -9,6 +9,7 @@ from agents import actions as agent_actions
 from approvals.access import Access
 from approvals.actions.audit import do_audit
 from checkpoints import selectors as checkpoint_selectors
+from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
 from checkpoints.diff import diff_values, summary
 from checkpoints.models import Thread
@@ -36,12 +37,16 @@ def do_control(thread_id: str, *, user: User, verb: str) -> ThreadData:
     }[verb]
     with transaction.atomic():
         thread = action(thread_id, actor=_actor(user))
+        data: dict[str, Any] = {"status": thread.status}
+        if thread.head_id:  # the state the person saw: the ledger keeps its digest
+            seen = get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id)
+            data["state_digest"] = seen.digest
         do_audit(
             actor=user,
             action=f"thread.{verb}",
             thread_id=thread_id,
             checkpoint_id=thread.head_id or "",
-            data={"status": thread.status},
+            data=data,
         )
     return thread
 
@@ -81,14 +86,15 @@ def do_continue_thread(thread_id: str, *, user: User, text: str) -> agent_action
 def _audit_write(
     user: User, action: str, written: agent_actions.Written, extra: dict[str, Any] | None = None
 ) -> None:
-    parent_values = written.previous.values
+    # What the person changed: the checkpoint the new one follows (the head an edit replaced,
+    # the checkpoint a fork branched from).
+    seen = written.previous
     if written.checkpoint.parent_id and written.checkpoint.parent_id != written.previous.id:
         from agents.loading import load_checkpoint
 
         thread, parent_id = written.thread, written.checkpoint.parent_id
-        parent = load_checkpoint(thread_id=thread.id, checkpoint_id=parent_id, agent=thread.agent)
-        parent_values = parent.values
-    changes = diff_values(parent_values, written.checkpoint.values)
+        seen = load_checkpoint(thread_id=thread.id, checkpoint_id=parent_id, agent=thread.agent)
+    changes = diff_values(seen.values, written.checkpoint.values)
     do_audit(
         actor=user,
         action=action,
@@ -97,6 +103,7 @@ def _audit_write(
         data={
             **summary(changes),
             "state_digest": written.checkpoint.digest,
+            "seen_digest": seen.digest,
             "previous_head": written.previous.id,
             **(extra or {}),
         },

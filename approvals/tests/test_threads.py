@@ -36,7 +36,11 @@ def test_pause_and_resume_a_waiting_thread_keeps_its_gate() -> None:
 
     assert do_control(request_.thread_id, user=olga, verb="pause").status == ThreadStatus.PAUSED
     assert do_control(request_.thread_id, user=olga, verb="resume").status == ThreadStatus.WAITING
-    assert [e.action for e in AuditEvent.objects.order_by("id")] == ["thread.pause", "thread.resume"]
+    events = list(AuditEvent.objects.order_by("id"))
+    assert [e.action for e in events] == ["thread.pause", "thread.resume"]
+    # What the operator saw: the head checkpoint, and its digest.
+    head = get_backend().get(thread_id=request_.thread_id)
+    assert {(e.checkpoint_id, e.data["state_digest"]) for e in events} == {(head.id, head.digest)}
 
 
 def test_a_finished_thread_cannot_be_paused_and_says_why() -> None:
@@ -98,6 +102,8 @@ def test_editing_state_writes_an_update_checkpoint_and_asks_for_approval_again()
     assert str(fresh.checkpoint_id) == written.checkpoint.id
     assert fresh.args == {"order_id": "ORD-1001", "amount_cents": 100}
     event = AuditEvent.objects.get(action="thread.update")
+    seen = get_backend().get(thread_id=request_.thread_id, checkpoint_id=str(request_.checkpoint_id))
+    assert (event.data["seen_digest"], event.data["state_digest"]) == (seen.digest, written.checkpoint.digest)
     # The ledger names the argument the operator changed, not the whole arguments text.
     [change] = event.data["changes"]
     assert change["path"] == "messages[1].tool_calls[0].function.arguments.amount_cents"
@@ -195,6 +201,13 @@ def test_fork_from_an_earlier_checkpoint_moves_the_head_and_keeps_the_old_branch
     assert [c.step for c in root.branches[0].checkpoints] == [1]  # the old branch: the gate
     assert not root.branches[0].current
     assert status_of(request_) == ApprovalStatus.SUPERSEDED
+    # The ledger keeps the digest of what the operator forked from, not only of the head before.
+    event = AuditEvent.objects.get(action="thread.fork")
+    origin = get_backend().get(thread_id=thread.pk, checkpoint_id=str(first.pk))
+    assert (event.data["seen_digest"], event.data["previous_head"]) == (
+        origin.digest,
+        str(request_.checkpoint_id),
+    )
 
 
 def test_fork_warns_which_side_effecting_tools_ran_after_the_checkpoint() -> None:
