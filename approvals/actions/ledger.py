@@ -38,16 +38,24 @@ class LedgerReport:
 
 
 def verify_ledger(*, chunk_size: int = 2000) -> LedgerReport:
-    """Recompute every hash and link; the head row must name the last event (a deleted tail)."""
+    """Recompute every hash and link; the head row must name the last event (the ledger's own
+    appends move it; a deleted or an inserted tail does not)."""
     problems: list[LedgerProblem] = []
     expected_prev, checked = GENESIS_HASH, 0
+    named_at: int | None = None  # the event the head row names, if it is there
+    head = LedgerHead.objects.filter(pk=1).first()
+    head_hash = head.last_hash if head else GENESIS_HASH
     # The data column is read raw and opened here: ciphertext that no key opens is a problem
     # to report, not an error. The hashes cover the plaintext, so rotating keys keeps them.
     events = AuditEvent.objects.defer("data").annotate(stored=stored_text("data")).order_by("id")
     for event in events.iterator(chunk_size=chunk_size):
         checked += 1
         if event.prev_hash != expected_prev:
-            problems.append(LedgerProblem(event.pk, "does not follow the previous event (one was deleted?)"))
+            problems.append(
+                LedgerProblem(
+                    event.pk, "does not follow the previous event (one deleted or inserted before it?)"
+                )
+            )
         try:
             event.data = open_json(event.stored)
         except (SealError, ImproperlyConfigured, ValueError) as exc:
@@ -56,11 +64,14 @@ def verify_ledger(*, chunk_size: int = 2000) -> LedgerReport:
             if event.hash != event_hash(prev_hash=event.prev_hash, body=event_body(event)):
                 problems.append(LedgerProblem(event.pk, "its content does not match its hash (altered)"))
         expected_prev = event.hash
-    head = LedgerHead.objects.filter(pk=1).first()
-    if (head.last_hash if head else GENESIS_HASH) != expected_prev:
-        problems.append(
-            LedgerProblem(None, "names a later event than the last one (events deleted at the end?)")
-        )
+        if event.hash == head_hash:
+            named_at = event.pk
+    if head_hash != expected_prev:
+        if named_at is not None:
+            problem = f"names event {named_at}, not the last one (events inserted after it?)"
+        else:
+            problem = "names a later event than the last one (events deleted at the end?)"
+        problems.append(LedgerProblem(None, problem))
     return LedgerReport(checked=checked, problems=problems)
 
 

@@ -1,4 +1,4 @@
-"""The ledger: verify_ledger catches altered, deleted and truncated events; admins read and export it."""
+"""The ledger: verify_ledger catches altered, deleted and inserted events; admins read and export it."""
 
 import csv
 import io
@@ -7,8 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.utils import timezone
 
-from approvals.actions.audit import do_audit
+from approvals.actions.audit import do_audit, event_body, event_hash
 from approvals.actions.claims import do_claim, do_release
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.ledger import verify_ledger
@@ -64,6 +65,37 @@ def test_deleting_the_newest_events_is_detected(events: list[AuditEvent]) -> Non
     AuditEvent.objects.filter(pk=events[2].pk).delete()
 
     assert "ledger head: names a later event than the last one" in verify()
+
+
+def forge_after(event: AuditEvent) -> AuditEvent:
+    """An event written straight into the table, chained after `event` as an append would be."""
+    forged = AuditEvent(
+        actor_name="mallory", action="decision.approve", thread_id=event.thread_id, created_at=timezone.now()
+    )
+    forged.prev_hash = event.hash
+    forged.hash = event_hash(prev_hash=forged.prev_hash, body=event_body(forged))
+    forged.save()
+    return forged
+
+
+def test_an_event_inserted_at_the_end_is_detected(events: list[AuditEvent]) -> None:
+    forge_after(events[2])
+
+    assert (
+        f"ledger head: names event {events[2].pk}, not the last one (events inserted after it?)" in verify()
+    )
+
+
+def test_an_event_inserted_between_two_is_detected(events: list[AuditEvent]) -> None:
+    forged = forge_after(events[0])
+    AuditEvent.objects.filter(pk=forged.pk).update(id=events[0].pk * 1000)  # placed by its id
+    for later in events[1:]:  # shift the later events past it, keeping their content
+        AuditEvent.objects.filter(pk=later.pk).update(id=later.pk + events[0].pk * 1000)
+
+    report = verify()
+
+    assert f"event {events[1].pk + events[0].pk * 1000}: does not follow the previous event" in report
+    assert "inserted" in report
 
 
 def test_a_rehashed_forgery_still_breaks_the_link_to_the_next_event(events: list[AuditEvent]) -> None:
