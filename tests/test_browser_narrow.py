@@ -4,6 +4,7 @@ table used to overflow)."""
 import pytest
 from playwright.sync_api import Browser
 
+from approvals.actions.policies import do_create_policy
 from approvals.actions.threads import do_control
 from checkpoints.models import Checkpoint
 from tests.browser import browser_fixture, csp_violations, log_in, off_loop  # noqa: F401  (fixtures)
@@ -33,6 +34,8 @@ def test_every_main_page_fits_400_px_without_horizontal_scroll(
         lambda: make_gate(agent="outreach", action="send_email", args=email, user_input="Email Grace " * 20)
     )
     off_loop(lambda: make_gate(user_input="Please refund order ORD-1001, it arrived broken"))
+    fields = {"name": "refunds to supervisors", "tool": "issue_refund", "when": "true", "action": "route"}
+    policy = off_loop(lambda: do_create_policy(actor=None, fields={**fields, "queue": "supervisors"}))
     thread = request_.thread_id
     off_loop(lambda: do_control(thread, user=make_user("olga", "operator"), verb="pause"))
     first = Checkpoint.objects.filter(thread_id=thread).order_by("step").first()
@@ -46,6 +49,7 @@ def test_every_main_page_fits_400_px_without_horizontal_scroll(
         f"/threads/{thread}/diff/?from={first.pk}",
         f"/threads/{thread}/state/",
         "/ledger/?verify=1",
+        f"/policies/preview/?policy={policy.pk}",  # it would route the refund: a row of its table
         "/no-such-page/",
     ]
     context = browser.new_context(viewport={"width": 400, "height": 800})
