@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from approvals.actions.policies import EDITABLE, check_policy, groups_named
+from approvals.actions.policies import EDITABLE, check_policy, groups_named, policy_facts
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
 from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
@@ -59,11 +59,16 @@ def candidate(*, policy_id: int | None, fields: dict[str, Any], groups: list[str
 
 
 def candidate_rule(policy: Policy, *, groups: list[str]) -> Rule:
-    """The rule an unsaved (or changed) policy would be once saved."""
+    """The rule an unsaved (or changed) policy would be once saved: a save that changes nothing
+    keeps its version, as the admin's and the API's saves do."""
+    version = 1
+    if stored := Policy.objects.filter(pk=policy.pk).first() if policy.pk else None:
+        changed = {**policy_facts(policy), "groups": sorted(groups)} != policy_facts(stored)
+        version = stored.version + 1 if changed else stored.version
     return Rule(
         id=policy.pk or NEW_ID,
         name=policy.name,
-        version=policy.version + 1 if policy.pk else 1,
+        version=version,
         when=policy.when,
         action=policy.action,
         queue=policy.queue,

@@ -246,3 +246,17 @@ def test_the_preview_page_is_for_admins_only() -> None:
     client.force_login(make_user("rita", "reviewer"))
 
     assert client.post("/policies/preview/", FORM).status_code == 403
+
+
+def test_the_preview_of_a_saved_policy_names_the_version_in_force() -> None:
+    client = admin_client()
+    earlier = refund(1200)  # raised before the policy: it went to a person
+    policy = do_create_policy(actor=None, fields={k: v for k, v in FORM.items() if k != "enabled"})
+
+    html = client.get(f"/policies/preview/?policy={policy.pk}").content.decode()
+    unchanged = client.post("/policies/preview/", {**FORM, "_preview_of": str(policy.pk)}).content.decode()
+
+    # Nothing changes on a save of the policy as it is, its version included.
+    for page in (html, unchanged):
+        assert f'data-request="{earlier.pk}"' in page
+        assert "approved automatically by &#x27;small refunds&#x27; v1" in page
