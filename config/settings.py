@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "corsheaders",
     "django_htmx",
     "template_partials",
     "checkpoints",
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "corsheaders.middleware.CorsMiddleware",  # first: it answers a preflight itself
     "django.middleware.security.SecurityMiddleware",
     "config.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -83,6 +85,18 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
 ]
+
+# Agent Inbox calls /langgraph from the reviewer's browser, on another origin, with the token in
+# x-api-key: that API (only it) answers cross-origin requests from LANGGRAPH_CORS_ORIGINS
+# (comma-separated; "*", the default, any origin; blank, none). Never with credentials: a
+# browser sends no cookie cross-origin, so another origin gets nothing without a token.
+CORS_URLS_REGEX = r"^/langgraph/"
+_cors_origins = [o.strip() for o in os.environ.get("LANGGRAPH_CORS_ORIGINS", "*").split(",") if o.strip()]
+CORS_ALLOW_ALL_ORIGINS = _cors_origins == ["*"]
+CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else _cors_origins
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "x-api-key", "x-auth-scheme")
+CORS_EXPOSE_HEADERS = ("content-location",)  # a run's id, as LangGraph's JS client reads it
+CORS_ALLOW_CREDENTIALS = False
 
 ROOT_URLCONF = "config.urls"
 LOGIN_URL = "login"
