@@ -44,6 +44,9 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
 PORT = env_int("PORT", 8000)
+# The address `serve` binds the web server to: loopback by default; 0.0.0.0 (or this machine's
+# address) for a reverse proxy or workers on other hosts.
+WEB_HOST = os.environ.get("WEB_HOST", "").strip() or "127.0.0.1"
 # Reverse proxies whose X-Forwarded-For/-Proto the web server believes (comma-separated addresses,
 # uvicorn's --forwarded-allow-ips). Empty: none, so a client cannot pick the address the login
 # throttle counts it under.

@@ -38,3 +38,12 @@ def test_each_step_worker_holds_the_readmes_default_of_500_steps_in_flight() -> 
     command = child_commands(8000)["worker1"]
     assert command[command.index("--pool") + 1] == "threads"
     assert command[command.index("--concurrency") + 1] == "500"
+
+
+def test_the_web_server_listens_on_loopback_unless_web_host_says_otherwise(settings) -> None:
+    web = child_commands(8000)["web"]
+    assert web[web.index("--host") + 1] == "127.0.0.1"
+
+    settings.WEB_HOST = "0.0.0.0"  # a reverse proxy, or another host, reaches it
+    web = child_commands(8000)["web"]
+    assert web[web.index("--host") + 1] == "0.0.0.0"

@@ -133,7 +133,7 @@ def child_commands(port: int) -> dict[str, list[str]]:
     worker = [*python, "celery", "-A", "config", "worker", "-l", "info"]
     worker += ["--without-gossip", "--without-mingle"]
     commands = {
-        "web": web_command(port),
+        "web": web_command(port, host=settings.WEB_HOST),
         **{f"worker{n}": [*worker, "-n", f"worker{n}@%h", *step_worker_options()] for n in step_workers()},
         "resume": [*worker, "-n", "resume@%h", *resume_worker_options()],
         "notify": [*worker, "-n", "notify@%h", *notify_worker_options()],
