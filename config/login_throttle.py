@@ -11,7 +11,9 @@ import logging
 import redis
 from django import forms
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.cache import cache
@@ -114,3 +116,13 @@ class ThrottledLoginView(LoginView):
         if isinstance(form, ThrottledLoginMixin) and form.throttled:
             response.status_code = 429
         return response
+
+
+@login_not_required
+def throttled_admin_login(request: HttpRequest) -> HttpResponse:
+    """Django admin's login page (its form throttled as above); a refused attempt answers 429."""
+    response = admin.site.login(request)
+    form = (getattr(response, "context_data", None) or {}).get("form")
+    if isinstance(form, ThrottledLoginMixin) and form.is_bound and form.throttled:  # type: ignore[attr-defined]
+        response.status_code = 429
+    return response

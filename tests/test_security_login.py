@@ -116,6 +116,7 @@ def test_the_admin_login_is_throttled_like_the_login_page() -> None:
         log_in(ada.username, "wrong", ip=ip, path="/admin/login/")
     client, response = log_in(ada.username, PASSWORD, ip=ip, path="/admin/login/")
     assert not logged_in(client)
+    assert response.status_code == 429
     assert "Too many failed logins" in response.content.decode()
 
 
