@@ -2,13 +2,16 @@
 audited, and never applied halfway."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from agents.actions import InvalidInput, ThreadStateError, replay_warnings
+from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
 from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from approvals.actions.tokens import do_create_token
@@ -260,6 +263,29 @@ def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     assert len(client.get("/api/threads", {"q": "refund ord-1001"}).json()) == 2  # words, any order
     assert client.get("/api/threads", {"q": "refund bob@example.com"}).json() == []
     assert client.get("/api/threads", {"q": "no such text"}).json() == []
+
+
+def test_the_thread_list_filters_by_dates_and_decider_and_pages_newest_activity_first() -> None:
+    olga, rita = make_user("olga", "operator"), make_user("rita", "reviewer")
+    old, decided, quiet = make_gate(), make_gate(), make_gate()
+    do_decide(decided, reviewer=rita, valid=check_decision(decided, user=rita, decision="approve"))
+    now = timezone.now()
+    Thread.objects.filter(pk=old.thread_id).update(created_at=now - timedelta(days=3))
+    for minutes, request_ in enumerate([quiet, decided, old]):  # quiet moved last: newest activity
+        Thread.objects.filter(pk=request_.thread_id).update(updated_at=now - timedelta(minutes=minutes))
+    client = api(olga)
+
+    def ids(**params: str | int) -> list[str]:
+        return [t["id"] for t in client.get("/api/threads", params).json()]
+
+    everyone = [quiet.thread_id, decided.thread_id, old.thread_id]
+    assert ids() == everyone
+    assert ids(limit=2) == everyone[:2] and ids(limit=2, offset=2) == everyone[2:]
+    two_days_ago = (timezone.localdate() - timedelta(days=2)).isoformat()
+    assert ids(created_after=two_days_ago) == everyone[:2]
+    assert ids(created_before=two_days_ago) == [old.thread_id]
+    assert ids(decided_by="rita") == [decided.thread_id]
+    assert ids(decided_by="olga") == []
 
 
 def test_a_reviewer_reads_only_threads_in_their_queues() -> None:

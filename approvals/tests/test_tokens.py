@@ -105,3 +105,14 @@ def test_a_token_finds_its_user_as_the_orm_reads_it_and_nobody_for_a_revoked_one
     User.objects.filter(pk=rita.pk).update(is_active=True)
     ApiToken.objects.filter(pk=row(raw).pk).update(revoked_at=timezone.now())
     assert access_token_user(raw) is None
+
+
+def test_create_api_token_prints_a_token_that_authenticates_its_user() -> None:
+    make_user("rita", "reviewer")
+    out = StringIO()
+
+    call_command("create_api_token", "rita", stdout=out)
+
+    [printed] = out.getvalue().split()  # the token alone, for a shell to capture
+    assert status(printed) == 200
+    assert row(printed).user.username == "rita"

@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from agents.gates import decisions_at
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
+from approvals.actions.tokens import do_create_token
 from approvals.actions.undo import TooLateToUndo, do_take_effect, do_undo
 from approvals.models import ApprovalRequest, AuditEvent
 from checkpoints.models import Thread
@@ -160,3 +162,21 @@ def test_an_undo_at_the_last_moment_and_the_take_effect_never_both_win(
     status = ApprovalRequest.objects.get(pk=request_.pk).status
     assert status == ("pending" if outcome["undo"] else "approved")
     assert Thread.objects.get(pk=request_.thread_id).status == ("running" if recorded else "waiting")
+
+
+def test_the_api_undoes_inside_the_window_and_answers_409_after_it(settings: Settings) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita = make_user("rita", "reviewer")
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=rita)}"})
+    first, second = make_gate(), make_gate()
+    approve(first, rita)
+    approve(second, rita)
+
+    undone = api.post(f"/api/approvals/{first.pk}/undo")
+    window_ends(second)
+    too_late = api.post(f"/api/approvals/{second.pk}/undo")
+
+    assert undone.status_code == 200 and undone.json()["status"] == "pending"
+    assert stored_decisions(first) == {}
+    assert too_late.status_code == 409, too_late.content
+    assert ApprovalRequest.objects.get(pk=second.pk).status == "approved"
