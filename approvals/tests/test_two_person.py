@@ -13,6 +13,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_create_policy
 from approvals.actions.signoffs import AlreadySignedOff, describe_signoffs
 from approvals.actions.tokens import do_create_token
+from approvals.actions.undo import do_undo
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from checkpoints.models import Thread, ThreadStatus
 from tests.factories import make_gate, make_user
@@ -113,6 +114,31 @@ def test_an_edit_restarts_the_count_with_the_edited_arguments() -> None:
     assert (done.status, done.decision_args) == (
         ApprovalStatus.EDITED,
         {"order_id": "ORD-1001", "amount_cents": 120000},
+    )
+
+
+@pytest.mark.django_db
+def test_the_gate_records_the_requirement_and_an_undo_restarts_the_count(settings: Any) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita, sam, tom = (make_user(n, "reviewer") for n in ("rita", "sam", "tom"))
+    require(2)
+    request_ = big_refund()
+    [required] = AuditEvent.objects.filter(approval_ref=request_.pk, action="policy.require")
+    decide(request_, rita)
+    decide(request_, sam)
+    assert fresh(request_).status == ApprovalStatus.APPROVED
+
+    do_undo(request_.pk, user=sam)
+
+    # Back to pending with no approvals: rita's sign-off went with sam's undone approval.
+    assert fresh(request_).status == ApprovalStatus.PENDING
+    assert describe_signoffs(fresh(request_)) == "0 of 2 approvals"
+    decide(request_, tom)
+    assert fresh(request_).status == ApprovalStatus.PENDING
+    assert (required.actor_name, required.data["policy"]["name"], required.data["required"]) == (
+        "system",
+        "two people",
+        2,
     )
 
 
