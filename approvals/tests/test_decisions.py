@@ -257,6 +257,23 @@ def test_a_reviewers_decision_over_the_api_takes_ten_queries(
     assert len(queries) == (10 if connection.vendor == "postgresql" else 12)
 
 
+def test_an_admins_decision_over_the_api_takes_eight_queries(
+    settings: Any, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's other figure, for the admin `make run` seeds (a superuser): no queue to read.
+    monkeypatch.setattr("approvals.events._send", lambda group, message: None)
+    ada = make_user("ada", "admin")
+    ada.is_superuser = True
+    ada.save()
+    client = api(do_create_token(user=ada))
+    settings.DECISION_UNDO_S = 5
+    first, second = make_gate(), make_gate()
+
+    approve_over_api(client, first, django_capture_on_commit_callbacks)
+    queries = approve_over_api(client, second, django_capture_on_commit_callbacks)
+    assert len(queries) == (8 if connection.vendor == "postgresql" else 10)
+
+
 def approve_over_api(client: Client, request_: ApprovalRequest, on_commit: Any) -> list[str]:
     """Approve through the API, running the commit's callbacks; the SQL it ran."""
     with CaptureQueriesContext(connection) as queries, on_commit(execute=True):
