@@ -190,10 +190,10 @@ def test_keyboard_shortcuts_move_through_the_inbox_and_decide(
     page: Page, live_server_url: str, celery_worker: Any
 ) -> None:
     make_user("rita", "reviewer")
-    first, second = off_loop(make_gate), off_loop(make_gate)
+    first, second, third = off_loop(make_gate), off_loop(make_gate), off_loop(make_gate)
     log_in(page, live_server_url, "rita")
     rows = page.locator("#inbox-list .inbox-row")
-    expect(rows).to_have_count(2)
+    expect(rows).to_have_count(3)
 
     page.keyboard.press("j")
     page.keyboard.press("j")
@@ -202,7 +202,7 @@ def test_keyboard_shortcuts_move_through_the_inbox_and_decide(
     expect(rows.nth(0)).to_have_attribute("aria-current", "true")
     page.keyboard.press("c")
     expect(rows.nth(0)).to_contain_text("claimed by you")
-    page.keyboard.press("Enter")
+    page.keyboard.press("o")
     expect(page).to_have_url(f"{live_server_url}/approvals/{first.pk}/")
 
     page.keyboard.press("e")
@@ -219,6 +219,12 @@ def test_keyboard_shortcuts_move_through_the_inbox_and_decide(
     expect(page.locator(".closed")).to_contain_text("You approved this request.")
 
     page.keyboard.press("j")
+    expect(page).to_have_url(f"{live_server_url}/approvals/{second.pk}/")
+    page.keyboard.press("j")
+    expect(page).to_have_url(f"{live_server_url}/approvals/{third.pk}/")
+    page.keyboard.press("c")  # the decision page's own keys
+    expect(page.get_by_text("Claimed by you")).to_be_visible()
+    page.keyboard.press("k")
     expect(page).to_have_url(f"{live_server_url}/approvals/{second.pk}/")
 
 
