@@ -3,6 +3,7 @@ audited, and never applied halfway."""
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -10,7 +11,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents.actions import InvalidInput, ThreadStateError, replay_warnings
+from agents.actions import (
+    InvalidInput,
+    ThreadStateError,
+    check_start_thread,
+    do_start_thread,
+    replay_warnings,
+)
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
 from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
@@ -425,3 +432,19 @@ def test_the_thread_page_shows_a_tools_result_as_its_fields() -> None:
 
     assert "customer: Ada Lovelace\ntotal_cents: 4250" in page
     assert "&quot;customer&quot;" not in page  # not the raw JSON text
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_thread_run_on_the_offline_model_is_labelled_so_on_its_page(settings: Any, offline: bool) -> None:
+    settings.OFFLINE_MODEL = offline
+    agent = check_start_thread(agent="refunds", text="Please refund order ORD-1001", thread_id=None)
+    thread, _ = do_start_thread(
+        agent=agent, text="Please refund order ORD-1001", thread_id=None, actor="user:olga"
+    )
+    client = Client()
+    client.force_login(make_user("olga", "operator"))
+
+    page = client.get(f"/threads/{thread.id}/").content.decode()
+
+    assert ('<span class="tag offline"' in page) is offline
+    assert api(make_user("ada", "admin")).get(f"/api/threads/{thread.id}").json()["offline_model"] is offline
