@@ -62,11 +62,13 @@ def test_a_graph_is_an_assistant_and_its_interrupt_a_pending_request(client: Any
 def test_a_resume_through_the_client_is_a_decision_in_the_ledger(client: Any) -> None:
     thread_id = ask_refund(client)
 
-    client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
+    run = client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
     values = client.runs.join(thread_id, "any")
 
     assert "Refund of $42.50 issued for order ORD-1001" in values["messages"][-1]["content"]
     assert client.threads.get(thread_id)["status"] == "idle"
+    got = client.runs.get(thread_id, run["run_id"])
+    assert (got["run_id"], got["thread_id"], got["status"]) == (run["run_id"], thread_id, "success")
     request = ApprovalRequest.objects.get(thread_id=thread_id)
     assert request.status == "approved" and request.decided_by is not None
     assert request.decided_by.get_username() == "ada"
