@@ -13,6 +13,8 @@ from django.utils import timezone
 from approvals.actions.policies import do_create_policy
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.actions.standing import STANDING_ORDER
+from approvals.actions.tokens import do_create_token
+from approvals.actions.undo import do_undo
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent, Policy
 from tests.factories import make_gate, make_user
 
@@ -210,3 +212,25 @@ def test_no_standing_decision_follows_a_decision_that_was_refused() -> None:
     assert answer.status_code == 409
     assert not Policy.objects.exists()
     assert ApprovalRequest.objects.get(pk=request_.pk).status == ApprovalStatus.PENDING
+
+
+def test_undoing_the_approval_leaves_it_an_admin_revokes_it_and_the_api_lists_none(settings: Any) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita, ada = make_user("rita", "reviewer"), make_user("ada", "admin")
+    request_ = make_gate(args=ARGS)
+    stand(client_for(rita), request_)
+    standing = Policy.objects.get()
+    admin_policy = do_create_policy(
+        actor=None, fields={"name": "no big", "tool": "issue_refund", "when": "false", "action": "deny"}
+    )
+
+    do_undo(request_.pk, user=rita)
+    listed = Client(headers={"Authorization": f"Bearer {do_create_token(user=ada)}"}).get("/api/policies")
+
+    assert ApprovalRequest.objects.get(pk=request_.pk).status == ApprovalStatus.PENDING
+    assert Policy.objects.filter(pk=standing.pk).exists()  # revoked on the thread page, not by an undo
+    assert [p["id"] for p in listed.json()] == [admin_policy.pk]
+    revoked = client_for(ada).post(f"/threads/{request_.thread_id}/standing/{standing.pk}/revoke/")
+    assert revoked.status_code == 302
+    assert not Policy.objects.filter(pk=standing.pk).exists()
+    assert AuditEvent.objects.get(action="policy.delete").actor_name == "ada"
