@@ -16,6 +16,15 @@ from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEve
 from checkpoints.digest import canonical_json
 
 
+def admins_only(request: HttpRequest) -> bool:
+    """Django admin is the admin role's (a member of the admin group, or a superuser), as every
+    model admin here says; Django's own rule, is_staff, is not a Gatehouse role."""
+    return Access.of(request.user).is_admin
+
+
+admin.site.has_permission = admins_only  # type: ignore[method-assign]
+
+
 def as_json(value: Any) -> str:
     # Encrypted JSON columns are text columns to Django: show their value as JSON, not a repr.
     return canonical_json(value) if value is not None else "-"

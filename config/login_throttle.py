@@ -7,6 +7,7 @@ first failure) runs out — the right password included. API tokens never pass t
 """
 
 import logging
+from typing import Any
 
 import redis
 from django import forms
@@ -103,7 +104,17 @@ class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):
 
 
 class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):
-    pass
+    def confirm_login_allowed(self, user: Any) -> None:
+        """The admin role, not is_staff, lets a user into Django admin (approvals.admin)."""
+        from approvals.access import Access
+
+        AuthenticationForm.confirm_login_allowed(self, user)  # active
+        if not Access.of(user).is_admin:
+            raise forms.ValidationError(
+                self.error_messages["invalid_login"],
+                code="invalid_login",
+                params={"username": self.username_field.verbose_name},
+            )
 
 
 class ThrottledLoginView(LoginView):

@@ -120,6 +120,25 @@ def test_the_admin_login_is_throttled_like_the_login_page() -> None:
     assert "Too many failed logins" in response.content.decode()
 
 
+def test_the_admin_role_not_is_staff_lets_a_user_into_django_admin() -> None:
+    ada = make_user(fresh_name(), "admin")  # in the admin group only: not staff, not superuser
+    staff = make_user(fresh_name(), "reviewer")
+    staff.is_staff = True
+    staff.save()
+
+    admin_client, answer = log_in(ada.username, PASSWORD, ip=fresh_ip(), path="/admin/login/")
+    staff_client, refused = log_in(staff.username, PASSWORD, ip=fresh_ip(), path="/admin/login/")
+
+    assert answer.status_code == 302 and logged_in(admin_client)
+    assert admin_client.get("/admin/approvals/policy/").status_code == 200
+    assert '<a href="/admin/">Admin</a>' in admin_client.get("/").content.decode()  # the top bar's link
+    assert refused.status_code == 200 and not logged_in(staff_client)
+    reviewer = Client()
+    reviewer.force_login(staff)
+    assert reviewer.get("/admin/").status_code == 302  # to the admin's login page
+    assert '<a href="/admin/">Admin</a>' not in reviewer.get("/").content.decode()
+
+
 def test_with_the_cache_unreachable_logins_still_work_and_nothing_is_a_500(settings: Any) -> None:
     # Availability over throttling: a Redis outage must not lock everyone out.
     settings.CACHES = {

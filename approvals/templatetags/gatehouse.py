@@ -49,6 +49,12 @@ def can_read_ledger(user: Any) -> bool:
     return Access.of(user).can_read_ledger
 
 
+@register.filter
+def is_admin(user: Any) -> bool:
+    """The admin role (Django admin's own rule here, approvals.admin.admins_only)."""
+    return Access.of(user).is_admin
+
+
 @register.simple_tag
 def thread_link(thread_id: str, css: str = "") -> SafeString:
     """A link to the thread's page, or its id as text when it cannot be a URL (a row stored
