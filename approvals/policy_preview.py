@@ -61,8 +61,9 @@ def candidate(*, policy_id: int | None, fields: dict[str, Any], groups: list[str
 def candidate_rule(policy: Policy, *, groups: list[str]) -> Rule:
     """The rule an unsaved (or changed) policy would be once saved: a save that changes nothing
     keeps its version, as the admin's and the API's saves do."""
+    stored = Policy.objects.filter(pk=policy.pk).first() if policy.pk else None
     version = 1
-    if stored := Policy.objects.filter(pk=policy.pk).first() if policy.pk else None:
+    if stored is not None:
         changed = {**policy_facts(policy), "groups": sorted(groups)} != policy_facts(stored)
         version = stored.version + 1 if changed else stored.version
     return Rule(

@@ -20,6 +20,8 @@ from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 
+from approvals.access import Access
+
 logger = logging.getLogger(__name__)
 
 THROTTLED = "throttled"
@@ -106,8 +108,6 @@ class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):
 class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):
     def confirm_login_allowed(self, user: Any) -> None:
         """The admin role, not is_staff, lets a user into Django admin (approvals.admin)."""
-        from approvals.access import Access
-
         AuthenticationForm.confirm_login_allowed(self, user)  # active
         if not Access.of(user).is_admin:
             raise forms.ValidationError(
@@ -123,17 +123,18 @@ class ThrottledLoginView(LoginView):
     form_class = ThrottledAuthenticationForm
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        response = super().form_invalid(form)
-        if isinstance(form, ThrottledLoginMixin) and form.throttled:
-            response.status_code = 429
-        return response
+        return refused_with_429(super().form_invalid(form), form)
+
+
+def refused_with_429(response: HttpResponse, form: Any) -> HttpResponse:
+    """The login page's answer, with status 429 when its form refused a throttled attempt."""
+    if isinstance(form, ThrottledLoginMixin) and form.is_bound and form.throttled:  # type: ignore[attr-defined]
+        response.status_code = 429
+    return response
 
 
 @login_not_required
 def throttled_admin_login(request: HttpRequest) -> HttpResponse:
     """Django admin's login page (its form throttled as above); a refused attempt answers 429."""
     response = admin.site.login(request)
-    form = (getattr(response, "context_data", None) or {}).get("form")
-    if isinstance(form, ThrottledLoginMixin) and form.is_bound and form.throttled:  # type: ignore[attr-defined]
-        response.status_code = 429
-    return response
+    return refused_with_429(response, (getattr(response, "context_data", None) or {}).get("form"))
