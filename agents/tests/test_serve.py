@@ -3,8 +3,9 @@
 import os
 
 import pytest
+from django.core.management import CommandError, call_command
 
-from agents.management.commands.serve import child_commands, child_env, is_postgres
+from agents.management.commands.serve import child_commands, child_env, is_postgres, parts
 
 
 def test_serve_starts_step_workers_processes_each_with_a_node_name_of_its_own(settings) -> None:
@@ -47,3 +48,21 @@ def test_the_web_server_listens_on_loopback_unless_web_host_says_otherwise(setti
     settings.WEB_HOST = "0.0.0.0"  # a reverse proxy, or another host, reaches it
     web = child_commands(8000)["web"]
     assert web[web.index("--host") + 1] == "0.0.0.0"
+
+
+def test_serve_only_workers_starts_the_workers_and_neither_the_web_server_nor_beat(settings) -> None:
+    settings.STEP_WORKERS = 2
+
+    assert list(child_commands(8000, only=("workers",))) == ["worker1", "worker2", "resume", "notify"]
+    assert list(child_commands(8000, only=("web", "beat"))) == ["web", "beat"]
+    assert list(child_commands(8000)) == ["web", "worker1", "worker2", "resume", "notify", "beat"]
+
+
+def test_serve_only_takes_parts_comma_separated() -> None:
+    assert parts("web, beat,") == ("web", "beat")
+
+
+@pytest.mark.parametrize("value", ["worker", "", ",", "web,redis"])
+def test_serve_only_refuses_a_part_it_does_not_have(value: str) -> None:
+    with pytest.raises(CommandError, match="choose from web, workers, beat"):
+        call_command("serve", "--only", value)

@@ -4,7 +4,9 @@ Starts the embedded Redis (when no REDIS_URL is set), the web server (uvicorn), 
 Celery workers for steps (STEP_POOL: threads on Postgres, one process per core), one for steps
 resumed by people (RESUME_QUEUE), a thread-pool worker for notifications (NOTIFY_QUEUE) and
 Celery beat as child processes, prefixes their output, and stops them all on Ctrl-C or SIGTERM.
-If any child dies the rest are stopped and serve exits non-zero.
+If any child dies the rest are stopped and serve exits non-zero. `--only workers` (or web, or
+beat, comma-separated) starts part of it: a further host runs only workers against the same
+Postgres and Redis, and one host in the deployment runs beat.
 """
 
 import os
@@ -13,19 +15,30 @@ import socket
 import subprocess
 import sys
 import threading
+from argparse import ArgumentTypeError
 from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config import embedded_redis
+
+PARTS = ("web", "workers", "beat")
 
 
 class Command(BaseCommand):
     help = "Run the web server, Celery workers and Celery beat (plus the embedded Redis if needed)."
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--only",
+            type=parts,
+            default=PARTS,
+            help="start only these, comma-separated: web, workers (steps, resumes, notifications), beat",
+        )
+
+    def handle(self, *args: Any, only: tuple[str, ...], **options: Any) -> None:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.pumps: list[threading.Thread] = []
         self.output_lock = threading.Lock()
@@ -39,10 +52,12 @@ class Command(BaseCommand):
         try:
             if settings.REDIS_EMBEDDED:
                 self.start_redis(settings.EMBEDDED_REDIS_PORT)
-            for name, command in child_commands(port).items():
+            for name, command in child_commands(port, only=only).items():
                 self.spawn(name, command, child_env(name.rstrip("0123456789")))  # worker2 -> worker
+            if "web" not in only:
+                self.log("serve", f"started {', '.join(self.children)}; press Ctrl-C to stop.")
 
-            announced = False
+            announced = "web" not in only  # nothing to announce on a port
             while not stopping.wait(0.5):
                 dead = [
                     f"{n} (exit {p.returncode})" for n, p in self.children.items() if p.poll() is not None
@@ -127,7 +142,17 @@ class Command(BaseCommand):
             pump.join(timeout=1)  # let the last lines of output through
 
 
-def child_commands(port: int) -> dict[str, list[str]]:
+def parts(value: str) -> tuple[str, ...]:
+    """`--only`'s value: some of PARTS, comma-separated."""
+    chosen = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown or not chosen:
+        raise ArgumentTypeError(f"choose from {', '.join(PARTS)} (comma-separated), not {value!r}")
+    return chosen
+
+
+def child_commands(port: int, *, only: tuple[str, ...] = PARTS) -> dict[str, list[str]]:
+    """The processes to start, by name: those of the parts in `only` (web, workers, beat)."""
     python = [sys.executable, "-m"]  # the same interpreter and venv as this process
     schedule = str(Path(settings.VAR_DIR) / "celerybeat-schedule")
     worker = [*python, "celery", "-A", "config", "worker", "-l", "info"]
@@ -143,7 +168,8 @@ def child_commands(port: int) -> dict[str, list[str]]:
         del commands["resume"]
     if not settings.NOTIFY_QUEUE:  # notifications share the steps' queue and worker
         del commands["notify"]
-    return commands
+    part = {"web": "web", "beat": "beat"}  # every other process is a worker
+    return {name: command for name, command in commands.items() if part.get(name, "workers") in only}
 
 
 def web_command(port: int, *, host: str = "127.0.0.1") -> list[str]:
