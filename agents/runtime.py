@@ -82,12 +82,10 @@ def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str, ends: f
     try:
         head = backend.get(thread_id=thread_id, checkpoint_id=checkpoint_id)
     except CorruptCheckpoint as exc:
-        # Not retryable: left running, the reconciler would re-enqueue it forever.
         logger.error("thread %s cannot step: %s", thread_id, exc)
-        fail_thread(thread_id=thread_id, checkpoint_id=checkpoint_id, error=str(exc))
-        return StepOutcome("failed", status=ThreadStatus.FAILED)
-    agent = registry.get(thread.agent)
+        return _failed(thread_id=thread_id, checkpoint_id=checkpoint_id, error=str(exc))
     try:
+        agent = registry.get(thread.agent)
         outcome, written = _step(agent=agent, head=head, worker=worker, ends=ends)
         while written is not None:
             head = written
@@ -96,7 +94,20 @@ def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str, ends: f
         if head.id == checkpoint_id:
             raise
         raise RetryFrom(head.id, exc) from exc
+    except ThreadNotFound:
+        raise  # deleted meanwhile: "gone", nothing to fail
+    except Exception as exc:
+        # Outside the node (an agent no longer registered, a decision that cannot be opened, a
+        # gate's receiver that raised): a retry would fail alike, so the thread fails here.
+        logger.exception("step failed on thread %s", thread_id)
+        return _failed(thread_id=thread_id, checkpoint_id=head.id, error=f"{type(exc).__name__}: {exc}")
     return outcome
+
+
+def _failed(*, thread_id: str, checkpoint_id: str, error: str) -> StepOutcome:
+    # Not retryable: left running, the reconciler would re-send the step forever.
+    fail_thread(thread_id=thread_id, checkpoint_id=checkpoint_id, error=error)
+    return StepOutcome("failed", status=ThreadStatus.FAILED)
 
 
 def _step(
@@ -125,8 +136,7 @@ def _step(
         raise
     except Exception as exc:
         logger.exception("step failed on thread %s", thread_id)
-        fail_thread(thread_id=thread_id, checkpoint_id=head.id, error=f"{type(exc).__name__}: {exc}")
-        return StepOutcome("failed", status=ThreadStatus.FAILED), None
+        return _failed(thread_id=thread_id, checkpoint_id=head.id, error=f"{type(exc).__name__}: {exc}"), None
     runs_on = time.monotonic() < ends
     try:
         written, status = _commit(

@@ -7,16 +7,18 @@ from typing import Annotated, Any
 
 import pytest
 
+from agents import signals
 from agents.examples.agents import issue_refund
 from agents.examples.models import Refund
-from agents.graph import Agent, Step, StepContext
+from agents.graph import Agent, Gate, Step, StepContext
 from agents.registry import registry
 from agents.runtime import RESULT_PREFIX, load_state, run_step
 from agents.state import State, add_messages
-from agents.tools import ToolContext
+from agents.tools import Approval, ToolContext
+from approvals.models import ApprovalRequest
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
-from checkpoints.models import Checkpoint, CheckpointSource, ThreadStatus
+from checkpoints.models import Checkpoint, CheckpointSource, StoredValue, ThreadStatus
 from checkpoints.store import store_for
 
 THREAD = "crash-1"
@@ -104,6 +106,61 @@ def test_a_head_that_fails_its_digest_check_fails_the_thread_with_the_reason(ref
     assert (outcome.kind, thread.status) == ("failed", ThreadStatus.FAILED)
     assert head in thread.error
     assert Refund.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_head_missing_a_stored_row_fails_the_thread_with_the_reason(refund_once: RefundOnce) -> None:
+    head = start(refund_once.agent, {"messages": [{"role": "user", "content": "Refund ORD-1001"}]})
+    StoredValue.objects.filter(thread_id=THREAD).delete()
+
+    outcome = run_step(thread_id=THREAD, checkpoint_id=head, worker="w1")
+
+    # Failed, not left running: the reconciler would re-send a step that cannot load forever.
+    thread = get_backend().get_thread(thread_id=THREAD)
+    assert (outcome.kind, thread.status) == ("failed", ThreadStatus.FAILED)
+    assert head in thread.error
+    assert Refund.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_thread_whose_agent_is_no_longer_registered_fails_with_the_reason() -> None:
+    retired = Agent(name="retired", state=Chat, nodes={"model": visit}, start="model")
+    head = start(retired, {"messages": [{"role": "user", "content": "Hello"}]})
+
+    outcome = run_step(thread_id=THREAD, checkpoint_id=head, worker="w1")
+
+    thread = get_backend().get_thread(thread_id=THREAD)
+    assert (outcome.kind, thread.status) == ("failed", ThreadStatus.FAILED)
+    assert thread.error.startswith("UnknownAgent: Unknown agent 'retired'")
+
+
+class ReceiverBroke(Exception):
+    pass
+
+
+@pytest.mark.django_db
+def test_a_gate_receiver_that_raises_fails_the_thread_and_opens_no_gate() -> None:
+    def ask(state: Chat, ctx: StepContext) -> Step:
+        gate = Gate(key="call_1", action="issue_refund", args={"order_id": "ORD-1001"}, approval=Approval())
+        return Step(update={}, goto="ask", gates=[gate])
+
+    def broken_receiver(**kwargs: Any) -> None:
+        raise ReceiverBroke("the policy engine is down")
+
+    agent = Agent(name="asks", state=Chat, nodes={"ask": ask}, start="ask")
+    registry.register(agent)
+    signals.gates_opened.connect(broken_receiver, dispatch_uid="test.broken")
+    try:
+        head = start(agent, {"messages": [{"role": "user", "content": "Refund ORD-1001"}]})
+        outcome = run_step(thread_id=THREAD, checkpoint_id=head, worker="w1")
+    finally:
+        signals.gates_opened.disconnect(dispatch_uid="test.broken")
+        registry.unregister(agent.name)
+
+    thread = get_backend().get_thread(thread_id=THREAD)
+    assert (outcome.kind, thread.status, thread.head_id) == ("failed", ThreadStatus.FAILED, head)
+    assert thread.error == "ReceiverBroke: the policy engine is down"
+    assert not ApprovalRequest.objects.exists()  # rolled back with the step's checkpoint
 
 
 class ProfileV2(State):

@@ -64,14 +64,18 @@ def with_values(summary: CheckpointSummary, values: dict[str, Any]) -> Checkpoin
 
 
 def open_checkpoint(
-    summary: CheckpointSummary, refs: dict[str, Any], rows: StoredRows
+    summary: CheckpointSummary, refs: dict[str, Any], rows: StoredRows, *, all_rows: bool = True
 ) -> tuple[CheckpointData, Layout]:
-    """Decode a stored checkpoint, checking every byte against the digest; raise CorruptCheckpoint
-    (or MissingRow, for a reader that can look wider before calling it corrupt)."""
+    """Decode a stored checkpoint, checking every byte against the digest; raise CorruptCheckpoint.
+
+    all_rows=False: `rows` may lack rows that are stored elsewhere, so a missing one raises
+    MissingRow, for the reader to look wider before calling it corrupt."""
     try:
         values, field_refs, lists = load_values(refs, rows, sealer=current_sealer())
-    except MissingRow:
-        raise
+    except MissingRow as exc:
+        if not all_rows:
+            raise
+        raise CorruptCheckpoint(summary.thread_id, summary.id) from exc
     except Tampered as exc:
         raise CorruptCheckpoint(summary.thread_id, summary.id) from exc
     fields = {name: ref.digest_json() for name, ref in field_refs.items()}

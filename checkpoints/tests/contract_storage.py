@@ -178,6 +178,23 @@ class StorageContract(Hooks):
         with pytest.raises(CorruptCheckpoint):
             backend.get(thread_id=THREAD)
 
+    @pytest.mark.parametrize("which", ["a list item", "a stored value"])
+    def test_a_checkpoint_missing_a_stored_row_is_refused_naming_it(self, backend: Any, which: str) -> None:
+        scratch = {"plan": "p" * 200}
+        messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+        _, first = start(backend, values={"scratch": scratch, "messages": messages[:1]})
+        head = write(backend, first, {"scratch": scratch, "messages": messages})
+        keys = {
+            "a list item": list_digest(messages[:1]),
+            "a stored value": sha256(canonical_json(scratch).encode()),
+        }
+        self.delete_row(backend, THREAD, row_key(keys[which]))
+
+        # Refused like a tampered row (the runtime fails such a thread rather than re-send it).
+        with pytest.raises(CorruptCheckpoint) as excinfo:
+            backend.get(thread_id=THREAD)
+        assert (excinfo.value.thread_id, excinfo.value.checkpoint_id) == (THREAD, head.id)
+
     def test_values_are_stored_as_canonical_json_without_keys(self, backend: Any) -> None:
         head = conversation(backend, items=3, size=30)[-1]
 

@@ -17,6 +17,10 @@ class Hooks:
         """Overwrite the stored data of one value or list item."""
         raise NotImplementedError("subclasses of BackendContract must provide tamper()")
 
+    def delete_row(self, backend: Any, thread_id: str, key: bytes) -> None:
+        """Delete the stored row of one value or list item."""
+        raise NotImplementedError("subclasses of BackendContract must provide delete_row()")
+
     def stored_texts(self, backend: Any) -> list[str]:
         """Every stored value, list item, pending write and store item, as stored."""
         raise NotImplementedError("subclasses of BackendContract must provide stored_texts()")

@@ -34,6 +34,9 @@ class TestMemoryBackend(BackendContract):
         prev, _ = backend._values[thread_id][key]
         backend._values[thread_id][key] = (prev, data)
 
+    def delete_row(self, backend: MemoryBackend, thread_id: str, key: bytes) -> None:
+        del backend._values[thread_id][key]
+
     def stored_texts(self, backend: MemoryBackend) -> list[str]:
         values = [data for rows in backend._values.values() for _, data in rows.values()]
         writes = [data for rows in backend._writes.values() for _, data in rows.values()]
@@ -63,6 +66,9 @@ class TestOrmBackend(BackendContract):
 
     def tamper(self, backend: OrmBackend, thread_id: str, key: bytes, data: str) -> None:
         assert StoredValue.objects.filter(thread_id=thread_id, key=key).update(data=data) == 1
+
+    def delete_row(self, backend: OrmBackend, thread_id: str, key: bytes) -> None:
+        assert StoredValue.objects.filter(thread_id=thread_id, key=key).delete()[0] == 1
 
     def stored_texts(self, backend: OrmBackend) -> list[str]:
         models = (StoredValue, PendingWrite, StoreItem)

@@ -213,7 +213,9 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def _load(self, *, thread_id: str, checkpoint_id: str | None) -> tuple[CheckpointData, Layout]:
         summary, refs = self._row(thread_id=thread_id, checkpoint_id=checkpoint_id)
         try:
-            data, layout = open_checkpoint(summary, refs, sql.fetch_values(thread_id, wanted(refs)))
+            data, layout = open_checkpoint(
+                summary, refs, sql.fetch_values(thread_id, wanted(refs)), all_rows=False
+            )
         except MissingRow:
             # Some list item lives outside its runs (another writer stored it first): walk.
             data, layout = open_checkpoint(summary, refs, sql.fetch_chains(thread_id, row_keys(refs)))
