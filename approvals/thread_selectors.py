@@ -42,7 +42,7 @@ def filtered_threads(user: User, filters: ThreadFilters) -> QuerySet[Thread]:
         rows = rows.filter(agent=filters.agent)
     if filters.status:
         rows = rows.filter(status=filters.status)
-    # Whole days in the current time zone, as datetime bounds so the created_at index serves them.
+    # Whole days in the current time zone, as datetime bounds on the column (not a date cast of it).
     if filters.created_after:
         rows = rows.filter(created_at__gte=_midnight(filters.created_after))
     if filters.created_before:

@@ -66,6 +66,8 @@ def test_a_step_whose_database_connection_is_terminated_retries_and_the_thread_c
 
     reach(thread_id, "waiting", reconcile=False)
     assert Thread.objects.get(pk=thread_id).error == ""
+    approve_pending(thread_id)
+    reach(thread_id, "done", reconcile=False)
     assert history_is_one_chain(thread_id)
 
 

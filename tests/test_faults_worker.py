@@ -166,7 +166,8 @@ def test_a_worker_killed_after_its_commit_but_before_enqueueing_the_next_step_lo
     proxy = TcpProxy(redis.port or 6379)
     redis_url = urlunsplit(redis._replace(netloc=f"127.0.0.1:{proxy.port}"))
     try:
-        stuck = workers.start("stuck", {**SLOW, "REDIS_URL": redis_url})
+        # One step per task (no chain), so the step after the commit must be sent through Redis.
+        stuck = workers.start("stuck", {**SLOW, "REDIS_URL": redis_url, "STEP_CHAIN_S": "0"})
         thread_id = start_thread("Please refund order ORD-1004")
         wait_for(lambda: holding_lease(thread_id, head_source=CheckpointSource.INPUT), timeout=30)
         proxy.freeze()  # Redis goes silent for this worker: its step commits, then it hangs

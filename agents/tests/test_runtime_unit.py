@@ -20,7 +20,7 @@ from agents.prebuilt import EXPIRED_PREFIX, REJECTED_PREFIX, ToolAgent
 from agents.registry import registry
 from agents.runtime import RESULT_PREFIX, RETRYABLE, RetryFrom, _run_once, run_step
 from agents.state import State, add_messages
-from agents.tasks import advance_thread_task
+from agents.tasks import MAX_RETRIES, advance_thread_task
 from agents.tools import Approval, Decision, tool
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
@@ -687,3 +687,24 @@ def test_the_step_task_retries_a_later_step_of_its_chain_from_the_head_it_reache
     assert len(calls) == 3
     assert memory_backend.get_thread(thread_id="thread-1").status == ThreadStatus.DONE
     assert [c.node for c in memory_backend.list(thread_id="thread-1")] == ["model", "tools", "model", ""]
+
+
+@pytest.mark.django_db
+def test_a_model_that_stays_down_fails_the_thread_after_max_retries_with_the_reason(
+    registered: Harness, memory_backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def down(**kwargs: Any) -> llm.ModelReply:
+        calls.append(1)
+        raise llm.ModelUnavailable("model unavailable: 503")
+
+    monkeypatch.setattr(llm, "complete", down)
+    head = start_thread(memory_backend)
+
+    result = advance_thread_task.apply(args=("thread-1", head)).get()  # retries run eagerly
+
+    thread = memory_backend.get_thread(thread_id="thread-1")
+    assert (result, thread.status, thread.error) == ("failed", ThreadStatus.FAILED, "model unavailable: 503")
+    assert len(calls) == MAX_RETRIES + 1  # the first attempt and every retry, then no more
+    assert thread.head_id == head
