@@ -130,11 +130,12 @@ def status_at(head: CheckpointData) -> ThreadStatus:
     return ThreadStatus.RUNNING if head.next else ThreadStatus.DONE
 
 
-def resume_if_decided(*, thread: ThreadData, checkpoint_id: str) -> bool:
+def resume_if_decided(*, thread: ThreadData, checkpoint_id: str, by_person: bool) -> bool:
     """Set a thread waiting at `checkpoint_id` running again once every gate there is decided.
     Call inside the deciding transaction with the thread locked (`thread` as the lock read it);
-    the step is enqueued on commit. A paused thread keeps its decisions until an operator
-    resumes it."""
+    the step is enqueued on commit, on RESUME_QUEUE if a person's decision was the last
+    (by_person), else with new threads' steps (a policy's, an expiry's). A paused thread keeps
+    its decisions until an operator resumes it."""
     if thread.head_id != checkpoint_id or thread.status != ThreadStatus.WAITING:
         return False
     backend = get_backend()
@@ -146,6 +147,6 @@ def resume_if_decided(*, thread: ThreadData, checkpoint_id: str) -> bool:
     )
     if resumed:
         after_commit(
-            thread_id=thread.id, checkpoint_id=checkpoint_id, status=ThreadStatus.RUNNING, by_person=True
+            thread_id=thread.id, checkpoint_id=checkpoint_id, status=ThreadStatus.RUNNING, by_person=by_person
         )
     return resumed

@@ -65,7 +65,7 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save()
     do_take_effect_now(request_)
-    gates.resume_if_decided(thread=thread, checkpoint_id=str(request_.checkpoint_id))
+    gates.resume_if_decided(thread=thread, checkpoint_id=str(request_.checkpoint_id), by_person=False)
     # Last: the ledger's lock is held from here to the commit only.
     audit_request(request_, actor=None, action="expiry.reject", data={"reason": reason})
     routes = [RequestRoute.of(request_)]

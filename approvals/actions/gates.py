@@ -68,7 +68,8 @@ def do_open_requests(
     with appended_last():
         if do_apply_policies(created, thread_id=thread_id, agent=agent):
             thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
-            gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id)
+            # No person decided: the step queues with new threads', not ahead of people's.
+            gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id, by_person=False)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
     if opened:
         events.on_commit(lambda: events.send_requests_opened(requests=opened))

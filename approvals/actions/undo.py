@@ -45,7 +45,7 @@ def do_schedule_effect(request_: ApprovalRequest, *, thread: ThreadData) -> None
     has passed. Call inside the deciding transaction, with the thread and the request locked."""
     if request_.undo_until is None:
         _record(request_, decision=decision_of(request_))
-        gates.resume_if_decided(thread=thread, checkpoint_id=str(request_.checkpoint_id))
+        gates.resume_if_decided(thread=thread, checkpoint_id=str(request_.checkpoint_id), by_person=True)
         return
     _take_effect_later(checkpoint_id=str(request_.checkpoint_id), at=request_.undo_until)
 
@@ -103,7 +103,7 @@ def do_take_effect(*, checkpoint_id: str) -> int:
             _record(request_, decision=decision_of(request_))
             due += 1
         if due:
-            gates.resume_if_decided(thread=thread, checkpoint_id=checkpoint_id)
+            gates.resume_if_decided(thread=thread, checkpoint_id=checkpoint_id, by_person=True)
     return due
 
 

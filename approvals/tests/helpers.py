@@ -9,10 +9,23 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents import dispatch
 from agents.registry import registry
 from agents.tools import Expiry
 from approvals.models import ApprovalRequest, AuditEvent, LedgerHead
 from tests.factories import make_gate
+
+
+def steps_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """The steps sent to the broker from now on, as (checkpoint id, by_person): by_person puts a
+    step on RESUME_QUEUE, ahead of new threads' steps. Sent on commit, so capture the callbacks."""
+    sent: list[tuple[str, bool]] = []
+
+    def enqueue_step(*, thread_id: str, checkpoint_id: str, by_person: bool = False) -> None:
+        sent.append((checkpoint_id, by_person))
+
+    monkeypatch.setattr(dispatch, "enqueue_step", enqueue_step)
+    return sent
 
 
 def gate_with_expiry(monkeypatch: pytest.MonkeyPatch, expiry: Expiry | None) -> ApprovalRequest:

@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -12,7 +13,7 @@ from approvals import selectors
 from approvals.actions.decisions import DecisionConflict, check_decision, do_decide
 from approvals.actions.expiry import do_expire_due
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
-from approvals.tests.helpers import gate_with_expiry
+from approvals.tests.helpers import gate_with_expiry, steps_sent
 from checkpoints.models import Thread, ThreadStatus
 from tests.factories import make_user
 
@@ -67,6 +68,18 @@ def test_auto_reject_feeds_the_reason_to_the_agent_resumes_and_is_audited(gate_w
         "system",
         request_.args,
     )
+
+
+def test_an_expirys_resumed_step_queues_with_new_threads_not_ahead_of_people(
+    gate_with: GateWith, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    request_ = gate_with(Expiry(60, "reject"))
+    sent = steps_sent(monkeypatch)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert do_expire_due(now=later(61)) == 1
+
+    assert sent == [(str(request_.checkpoint_id), False)]
 
 
 def test_a_default_reason_says_how_long_nobody_decided(gate_with: GateWith) -> None:

@@ -17,6 +17,7 @@ from approvals.actions.policies import do_create_policy, do_delete_policy, do_up
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent, Policy
 from approvals.policies import compiled
+from approvals.tests.helpers import steps_sent
 from checkpoints.backends import get_backend
 from checkpoints.models import Thread, ThreadStatus
 from tests.factories import make_gate, make_user
@@ -68,6 +69,25 @@ def test_approve_policy_decides_the_gate_records_it_for_the_runtime_and_resumes(
     assert (
         describe_closed(request_) == "This request was approved automatically by policy 'small refunds' v1."
     )
+
+
+def test_a_policys_decision_queues_the_step_with_new_threads_and_a_persons_ahead_of_them(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    policy("small refunds", "args.amount_cents < 5000", "approve")
+    sent = steps_sent(monkeypatch)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        automatic = refund(4250)
+    with django_capture_on_commit_callbacks(execute=True):
+        by_hand = refund(9900)
+        reviewer = make_user("rita", "reviewer")
+        do_decide(
+            by_hand, reviewer=reviewer, valid=check_decision(by_hand, user=reviewer, decision="approve")
+        )
+
+    # RESUME_QUEUE is for people: a busy auto-approve policy must not fill it ahead of them.
+    assert sent == [(str(automatic.checkpoint_id), False), (str(by_hand.checkpoint_id), True)]
 
 
 def test_no_matching_policy_leaves_the_gate_to_a_person() -> None:
