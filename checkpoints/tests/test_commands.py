@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from checkpoints.backends import get_backend
-from checkpoints.models import StoredValue
-from checkpoints.tests.helpers import THREAD, conversation
+from checkpoints.models import Checkpoint, StoredValue
+from checkpoints.tests.helpers import THREAD, conversation, start
 
 
 @pytest.mark.django_db
@@ -26,6 +26,21 @@ def test_rotate_checkpoint_key_encrypts_everything_with_the_first_key(settings: 
     assert "Re-encrypted 3 rows" in out.getvalue()
     assert all(d.startswith("gAAAA") for d in StoredValue.objects.values_list("data", flat=True))
     assert get_backend().get(thread_id=THREAD).values == head.values
+
+
+@pytest.mark.django_db
+def test_rotate_checkpoint_key_moves_small_values_kept_inline_into_encrypted_rows(settings: Any) -> None:
+    # Written before any key: a small value is kept inline in the checkpoint's row, readable.
+    _, head = start(get_backend(), values={"plan": "refund ORD-1001", "messages": [{"content": "hi"}]})
+    assert "refund ORD-1001" in json.dumps(Checkpoint.objects.get(pk=head.id).refs)
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+
+    call_command("rotate_checkpoint_key", stdout=StringIO())
+
+    refs = Checkpoint.objects.get(pk=head.id).refs
+    assert "refund ORD-1001" not in json.dumps(refs)
+    assert all(d.startswith("gAAAA") for d in StoredValue.objects.values_list("data", flat=True))
+    assert get_backend().get(thread_id=THREAD) == head  # the same values under the same digest
 
 
 @pytest.mark.django_db
