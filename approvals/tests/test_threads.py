@@ -23,6 +23,7 @@ from approvals.actions.errors import NotAllowed
 from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
+from approvals.tests.helpers import steps_sent
 from approvals.thread_selectors import history
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
@@ -218,6 +219,25 @@ def test_fork_from_an_earlier_checkpoint_moves_the_head_and_keeps_the_old_branch
         origin.digest,
         str(request_.checkpoint_id),
     )
+
+
+def test_an_operators_fork_and_resume_send_the_step_ahead_of_new_threads(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    first = Checkpoint.objects.get(step=0)
+    sent = steps_sent(monkeypatch)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        fork = do_fork_thread(request_.thread_id, user=olga, checkpoint_id=str(first.pk), values=None)
+    with django_capture_on_commit_callbacks(execute=True):
+        do_control(request_.thread_id, user=olga, verb="pause")
+    with django_capture_on_commit_callbacks(execute=True):
+        do_control(request_.thread_id, user=olga, verb="resume")
+
+    # On RESUME_QUEUE (by_person), like a reviewer's decision: a person is waiting to see it run.
+    assert sent == [(fork.checkpoint.id, True), (fork.checkpoint.id, True)]
 
 
 def test_fork_warns_which_side_effecting_tools_ran_after_the_checkpoint() -> None:
