@@ -1,7 +1,10 @@
 """`manage.py seed_demo`: the demo users reviewer, operator and admin, one per role.
 
 Passwords come from DEMO_PASSWORD (the same for all three) or are generated once and kept in
-VAR_DIR/demo_passwords.json, so every `make run` prints the same, working credentials.
+VAR_DIR/demo_passwords.json, so every `make run` prints the same credentials. A demo user that
+exists is left as an admin left it (its password, whether it is active, its groups): a restart
+never brings back a password someone changed or an account someone deactivated. DEMO_PASSWORD
+is a deliberate choice, so it does set the password of a user that exists.
 """
 
 import json
@@ -35,20 +38,31 @@ class Command(BaseCommand):
     help = "Create the demo users reviewer, operator and admin (idempotent) and print their passwords."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        passwords = demo_passwords()
+        passwords, chosen = demo_passwords(), bool(os.environ.get("DEMO_PASSWORD"))
         User = get_user_model()
+        shown: dict[str, str] = {}
         with transaction.atomic():
             ensure_roles()
             for role in ROLE_NAMES:
-                user, _ = User.objects.get_or_create(username=role)
-                # Reset each run so the printed password always works, even if someone changed it.
-                user.set_password(passwords[role])
-                user.is_active = True
-                user.is_staff = user.is_superuser = role == "admin"  # admin can use Django admin
-                user.save()
-                user.groups.set([Group.objects.get(name=role)])
+                user, created = User.objects.get_or_create(username=role)
+                if created:
+                    user.is_staff = user.is_superuser = role == "admin"  # admin can use Django admin
+                    user.groups.set([Group.objects.get(name=role)])
+                if created or chosen:
+                    user.set_password(passwords[role])
+                    user.save()
+                shown[role] = shown_password(user, passwords[role], checked=created or chosen)
 
-        width = max(len(p) for p in passwords.values())
+        width = max(len(p) for p in shown.values())
         self.stdout.write(f"{'username':<10} {'password':<{width}} role")
         for role in ROLE_NAMES:
-            self.stdout.write(f"{role:<10} {passwords[role]:<{width}} {role}")
+            self.stdout.write(f"{role:<10} {shown[role]:<{width}} {role}")
+
+
+def shown_password(user: Any, password: str, *, checked: bool) -> str:
+    """The password to print, or why there is none that works."""
+    if not user.is_active:
+        return "(deactivated)"
+    if checked or user.check_password(password):
+        return password
+    return "(changed since; set DEMO_PASSWORD to reset it)"
