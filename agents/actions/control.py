@@ -15,7 +15,7 @@ from agents.actions.start import InvalidInput, check_state
 from agents.dispatch import after_commit
 from agents.graph import Agent
 from agents.loading import load_checkpoint
-from agents.registry import registry
+from agents.registry import UnknownAgent, registry
 from agents.runtime import load_state
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
@@ -25,7 +25,8 @@ ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
 
 
 class ThreadStateError(Exception):
-    """The thread's status does not allow this action (HTTP 409). Nothing was changed."""
+    """The thread's status, or its agent's absence, does not allow this action (HTTP 409).
+    Nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,17 @@ def _locked(thread_id: str, *, allowed: tuple[ThreadStatus, ...], verb: str) -> 
         names = ", ".join(s.value for s in allowed)
         raise ThreadStateError(f"Cannot {verb} a thread that is {thread.status}; it must be {names}.")
     return thread
+
+
+def _agent(thread: ThreadData, *, verb: str) -> Agent:
+    """The thread's agent; an agent no longer registered (renamed or removed in a deploy) leaves
+    its threads readable, but nothing can run them on."""
+    try:
+        return registry.get(thread.agent)
+    except UnknownAgent as exc:
+        raise ThreadStateError(
+            f"Cannot {verb} this thread: its agent {thread.agent!r} is not registered in this deployment."
+        ) from exc
 
 
 def _set(thread: ThreadData, status: ThreadStatus, *, head: str | None) -> ThreadData:
@@ -84,7 +96,7 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
     with transaction.atomic():
         allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
         thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
-        agent = registry.get(thread.agent)
+        agent = _agent(thread, verb="edit the state of")
         head = get_backend().get(thread_id=thread_id)
         valid = check_state(agent, values)
         if errors := agent.edit_errors(before=head.values, after=valid):
@@ -110,7 +122,7 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
     with transaction.atomic():
         allowed = (*ACTIVE, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
         thread = _locked(thread_id, allowed=allowed, verb="fork")
-        agent = registry.get(thread.agent)
+        agent = _agent(thread, verb="fork")
         origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
         valid = check_state(agent, values if values is not None else origin.values)
         if values is not None:
@@ -134,7 +146,7 @@ def do_continue(thread_id: str, *, text: str, actor: str) -> Written:
     """Add a user message to a finished thread and run it on from its head."""
     with transaction.atomic():
         thread = _locked(thread_id, allowed=(ThreadStatus.DONE,), verb="continue")
-        agent = registry.get(thread.agent)
+        agent = _agent(thread, verb="continue")
         head = get_backend().get(thread_id=thread_id)
         values = agent.state.apply(load_state(agent, head).model_dump(mode="json"), agent.input_update(text))
         return _write(
@@ -206,7 +218,10 @@ def _status_for(*, gates: bool, next_nodes: list[str], keep_paused: bool) -> Thr
 def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any]]:
     """Side-effecting (gated) actions that ran after checkpoint_id on the current branch: a fork
     from there may run them again (each will need a fresh approval)."""
-    agent = registry.get(get_backend().get_thread(thread_id=thread_id).agent)
+    try:
+        agent = registry.get(get_backend().get_thread(thread_id=thread_id).agent)
+    except UnknownAgent:
+        return []  # nothing can be forked from it either (do_fork says why)
     origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
     head = load_checkpoint(thread_id=thread_id, agent=agent.name)
     return agent.side_effects_after(origin=origin.values, head=head.values)

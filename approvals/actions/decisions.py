@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.actions import InvalidInput
-from agents.registry import registry
+from agents.registry import UnknownAgent, registry
 from agents.tools import Decision, ToolArgumentsError
 from approvals import events, rows
 from approvals.access import Access
@@ -130,6 +130,10 @@ def check_decision(
         except ToolArgumentsError as exc:
             raise InvalidInput(
                 {f"args.{k}" if k != "__all__" else "args": v for k, v in exc.errors.items()}
+            ) from exc
+        except UnknownAgent as exc:  # renamed or removed in a deploy: nothing can check the edit
+            raise InvalidInput(
+                {"args": f"this thread's agent {request_.agent!r} is not registered in this deployment"}
             ) from exc
     return ValidDecision(decision=Decision(decision), args=valid_args, message=message)
 
