@@ -15,7 +15,7 @@ from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
-from checkpoints.backends.base import CheckpointError
+from checkpoints.backends.base import CheckpointError, CorruptCheckpoint
 from checkpoints.diff import json_object
 from checkpoints.store import tenant_of
 
@@ -295,11 +295,18 @@ def _pretty(raw: Any) -> str:
 def thread_context(thread_id: str) -> dict[str, Any]:
     """What the conversation partial needs, read from the thread's head checkpoint."""
     thread = checkpoint_selectors.thread(thread_id)
-    values = load_checkpoint(thread_id=thread_id, agent=thread.agent).values if thread.head_id else {}
+    values: dict[str, Any] = {}
+    unreadable = ""
+    if thread.head_id:
+        try:
+            values = load_checkpoint(thread_id=thread_id, agent=thread.agent).values
+        except CorruptCheckpoint as exc:  # said on the page: its history is where to go from here
+            unreadable = str(exc)
     requests = list(thread.approval_requests.select_related("decided_by").order_by("created_at"))
     return {
         "thread": thread,
         "conversation": conversation(values, requests=requests),
+        "unreadable": unreadable,
         "offline": bool(thread.metadata.get("offline_model")),
         "tenant": tenant_of(thread),
         "thread_requests": requests,

@@ -18,7 +18,7 @@ from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
 from agents.runtime import load_state
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, NewCheckpoint, ThreadData
+from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint, ThreadData
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
@@ -35,7 +35,9 @@ class Written:
 
     thread: ThreadData
     checkpoint: CheckpointData
-    previous: CheckpointData
+    parent: CheckpointData
+    """What the person changed: the head an edit replaced, the checkpoint a fork branched from."""
+    previous_head: str
     superseded_reason: str
 
 
@@ -97,7 +99,7 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
         allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
         thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
         agent = _agent(thread, verb="edit the state of")
-        head = get_backend().get(thread_id=thread_id)
+        head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         valid = check_state(agent, values)
         if errors := agent.edit_errors(before=head.values, after=valid):
             raise InvalidInput(errors)
@@ -147,7 +149,7 @@ def do_continue(thread_id: str, *, text: str, actor: str) -> Written:
     with transaction.atomic():
         thread = _locked(thread_id, allowed=(ThreadStatus.DONE,), verb="continue")
         agent = _agent(thread, verb="continue")
-        head = get_backend().get(thread_id=thread_id)
+        head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         values = agent.state.apply(load_state(agent, head).model_dump(mode="json"), agent.input_update(text))
         return _write(
             thread,
@@ -176,11 +178,12 @@ def _write(
 ) -> Written:
     """Put a checkpoint under parent as the new head, re-open its gates, set the status."""
     backend = get_backend()
-    previous = load_checkpoint(thread_id=thread.id, agent=agent.name)
+    # Only the old head's id: a fork from a good checkpoint must work when the head is corrupt.
+    previous = thread.head_id or ""
     next_nodes = [next_node] if next_node else list(parent.next)
     gates = agent.pending_gates(agent.state.model_validate(values), next_nodes[0]) if next_nodes else []
     if reason:
-        gate_protocol.supersede_gates(thread_id=thread.id, checkpoint_id=previous.id, reason=reason)
+        gate_protocol.supersede_gates(thread_id=thread.id, checkpoint_id=previous, reason=reason)
     status = _status_for(gates=bool(gates), next_nodes=next_nodes, keep_paused=keep_paused)
     written = backend.put(
         thread_id=thread.id,
@@ -202,7 +205,8 @@ def _write(
     return Written(
         thread=backend.get_thread(thread_id=thread.id),
         checkpoint=written,
-        previous=previous,
+        parent=parent,
+        previous_head=previous,
         superseded_reason=reason,
     )
 
@@ -223,7 +227,10 @@ def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any
     except UnknownAgent:
         return []  # nothing can be forked from it either (do_fork says why)
     origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
-    head = load_checkpoint(thread_id=thread_id, agent=agent.name)
+    try:
+        head = load_checkpoint(thread_id=thread_id, agent=agent.name)
+    except CorruptCheckpoint:
+        return []  # what ran after cannot be read; a fork from a good checkpoint still works
     return agent.side_effects_after(origin=origin.values, head=head.values)
 
 

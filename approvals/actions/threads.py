@@ -86,14 +86,7 @@ def do_continue_thread(thread_id: str, *, user: User, text: str) -> agent_action
 def _audit_write(
     user: User, action: str, written: agent_actions.Written, extra: dict[str, Any] | None = None
 ) -> None:
-    # What the person changed: the checkpoint the new one follows (the head an edit replaced,
-    # the checkpoint a fork branched from).
-    seen = written.previous
-    if written.checkpoint.parent_id and written.checkpoint.parent_id != written.previous.id:
-        from agents.loading import load_checkpoint
-
-        thread, parent_id = written.thread, written.checkpoint.parent_id
-        seen = load_checkpoint(thread_id=thread.id, checkpoint_id=parent_id, agent=thread.agent)
+    seen = written.parent  # what the person changed
     changes = diff_values(seen.values, written.checkpoint.values)
     do_audit(
         actor=user,
@@ -104,7 +97,7 @@ def _audit_write(
             **summary(changes),
             "state_digest": written.checkpoint.digest,
             "seen_digest": seen.digest,
-            "previous_head": written.previous.id,
+            "previous_head": written.previous_head,
             **(extra or {}),
         },
     )

@@ -12,7 +12,7 @@ from ninja.security import HttpBearer
 
 from agents.actions import InvalidInput, ThreadStateError
 from approvals.actions.tokens import access_token_user
-from checkpoints.backends.base import CheckpointError, HeadConflict
+from checkpoints.backends.base import CheckpointError, CorruptCheckpoint, HeadConflict
 
 
 class BearerToken(HttpBearer):
@@ -67,7 +67,8 @@ def wrong_status(request: HttpRequest, exc: ThreadStateError) -> HttpResponse:
 
 @api.exception_handler(CheckpointError)
 def missing(request: HttpRequest, exc: CheckpointError) -> HttpResponse:
-    status = 409 if isinstance(exc, HeadConflict) else 404
+    # A checkpoint that fails its integrity check exists: a conflict with what is stored.
+    status = 409 if isinstance(exc, HeadConflict | CorruptCheckpoint) else 404
     return api.create_response(request, {"detail": str(exc)}, status=status)
 
 

@@ -24,6 +24,7 @@ from approvals.actions.threads import (
 from approvals.http import AuthedRequest
 from approvals.models import Policy
 from approvals.thread_forms import ThreadFilterForm, parse_state
+from checkpoints.backends.base import CorruptCheckpoint
 from checkpoints.models import Thread
 
 PAGE_SIZE = 50
@@ -128,7 +129,11 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
     thread = _thread_or_404(request, thread_id)
     if not Access.of(request.user).can_operate:
         raise PermissionDenied("Only operators and admins may edit a thread's state.")
-    head = thread_selectors.checkpoint(thread, str(thread.head_id))
+    try:
+        head = thread_selectors.checkpoint(thread, str(thread.head_id))
+    except CorruptCheckpoint as exc:
+        messages.error(request, f"The state cannot be edited: {exc} Fork from the last good checkpoint.")
+        return redirect("approvals:thread", thread_id=thread.id)
     context: dict[str, Any] = {
         "thread": thread,
         "head": head,
