@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.actions import InvalidInput
 from approvals.actions.audit import event_body, event_hash
+from approvals.actions.claims import do_claim
 from approvals.actions.decisions import DecisionConflict, NotAllowed, check_decision, do_decide
 from approvals.actions.tokens import do_create_token, do_revoke_token
 from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent
@@ -134,9 +135,14 @@ def test_an_edit_with_unknown_fields_or_wrong_types_lists_each_field() -> None:
     assert set(error.value.errors) == {"args.amount_cents", "args.note"}
 
 
-def test_a_request_whose_thread_moved_on_is_superseded_and_refused_with_the_reason() -> None:
+@pytest.mark.parametrize("claimed_by_another", [False, True])
+def test_a_request_whose_thread_moved_on_is_superseded_and_refused_with_the_reason(
+    claimed_by_another: bool,
+) -> None:
     rita = make_user("rita", "reviewer")
     request_ = make_gate()
+    if claimed_by_another:  # the claim's conflict must not roll the supersede back
+        do_claim(request_.pk, user=make_user("sam", "reviewer"))
     backend = get_backend()
     head = backend.get(thread_id=request_.thread_id)
     backend.put(
