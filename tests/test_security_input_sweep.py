@@ -1,5 +1,6 @@
-"""The generalized bad-input sweep: every string parameter of every API operation (path, query
-and body fields, from the OpenAPI document), every page's path parameters and every socket path
+"""The generalized bad-input sweep: every string parameter of every operation of both APIs
+(`/api` and the LangGraph server at `/langgraph`; path, query and body fields, from each
+OpenAPI document), every page's path parameters and every socket path
 is tried with a NUL, a lone surrogate, an over-long value and a wrong type. Nothing is a 5xx.
 
 In-process (Django's test client re-raises a view's exception, so a 500 cannot hide); the live
@@ -18,6 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from approvals.actions.tokens import do_create_token
 from approvals.api import api as ninja_api
+from approvals.api.langgraph_server import api as langgraph_api
 from approvals.models import ApprovalRequest
 from approvals.routing import websocket_urlpatterns
 from tests.factories import make_gate, make_user
@@ -50,8 +52,11 @@ def send(client: Client, method: str, path: str, body: Any = None) -> int:
     return int(getattr(client, method)(path, data, content_type="application/json").status_code)
 
 
-def operations() -> list[tuple[str, str, dict[str, Any]]]:
-    schema = ninja_api.get_openapi_schema()
+APIS = {"api": ninja_api, "langgraph": langgraph_api}
+
+
+def operations(api: str) -> list[tuple[str, str, dict[str, Any]]]:
+    schema = APIS[api].get_openapi_schema()
     found = []
     for path, ops in schema["paths"].items():
         for method, op in ops.items():
@@ -59,8 +64,8 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
     return found
 
 
-def body_fields(op: dict[str, Any]) -> list[str]:
-    schema = ninja_api.get_openapi_schema()
+def body_fields(api: str, op: dict[str, Any]) -> list[str]:
+    schema = APIS[api].get_openapi_schema()
     content = op.get("requestBody", {}).get("content", {}).get("application/json", {})
     ref = content.get("schema", {}).get("$ref", "")
     if not ref:
@@ -72,14 +77,16 @@ def body_fields(op: dict[str, Any]) -> list[str]:
 def api_cases() -> list[Any]:
     """One case per operation; each tries every parameter with every bad value."""
     return [
-        pytest.param(m, p, id=f"{m} {p}")
-        for m, p, op in operations()
-        if op.get("parameters") or body_fields(op)
+        pytest.param(api, m, p, id=f"{m} {p}")
+        for api in APIS
+        for m, p, op in operations(api)
+        if op.get("parameters") or body_fields(api, op)
     ]
 
 
-def parameters(op: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(p["in"], p["name"]) for p in op.get("parameters", [])] + [("body", f) for f in body_fields(op)]
+def parameters(api: str, op: dict[str, Any]) -> list[tuple[str, str]]:
+    body = [("body", f) for f in body_fields(api, op)]
+    return [(p["in"], p["name"]) for p in op.get("parameters", [])] + body
 
 
 def fill(path: str, real: dict[str, str], bad: tuple[str, str] | None = None) -> str:
@@ -92,17 +99,23 @@ def fill(path: str, real: dict[str, str], bad: tuple[str, str] | None = None) ->
     return re.sub(r"\{([^}]+)\}", value, path)
 
 
-@pytest.mark.parametrize(("method", "path"), api_cases())
-def test_a_bad_value_in_any_parameter_of_an_api_operation_is_never_a_5xx(method: str, path: str) -> None:
+@pytest.mark.parametrize(("api", "method", "path"), api_cases())
+def test_a_bad_value_in_any_parameter_of_an_api_operation_is_never_a_5xx(
+    api: str, method: str, path: str
+) -> None:
     gate = make_gate()
-    client = Client(headers={"Authorization": f"Bearer {do_create_token(user=admin_user())}"})
+    token = do_create_token(user=admin_user())
+    client = Client(
+        headers={"x-api-key": token} if api == "langgraph" else {"Authorization": f"Bearer {token}"}
+    )
     real = {
         "thread_id": gate.thread_id,
         "approval_id": str(gate.pk),
         "checkpoint_id": str(gate.checkpoint_id),
+        "assistant_id": "refunds_langgraph",
     }
-    op = next(op for m, p, op in operations() if (m, p) == (method, path))
-    fields = body_fields(op)
+    op = next(op for m, p, op in operations(api) if (m, p) == (method, path))
+    fields = body_fields(api, op)
     base: dict[str, Any] = {
         k: v
         for k, v in {
@@ -113,12 +126,13 @@ def test_a_bad_value_in_any_parameter_of_an_api_operation_is_never_a_5xx(method:
             "op": "claim",
             "checkpoint_id": str(gate.checkpoint_id),
             "values": {},
+            "assistant_id": "refunds_langgraph",
         }.items()
         if k in fields
     }
     body = base if method != "get" else None
     tried, failures = 0, []
-    for where, name in parameters(op):
+    for where, name in parameters(api, op):
         for label, url_value, body_value in BAD:
             if where == "path":
                 attempts = [(fill(path, real, (name, url_value)), body)]
