@@ -1,4 +1,5 @@
-"""Turn a lost database into a clear 503 instead of a traceback, and an oversized body into a 413."""
+"""Turn a lost database, or encrypted data the configured keys cannot open, into a clear 503
+instead of a traceback, and an oversized body into a 413."""
 
 import logging
 from collections.abc import Callable
@@ -10,6 +11,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
+from checkpoints.storage.crypto import SealError
+
 logger = logging.getLogger(__name__)
 
 
@@ -17,13 +20,30 @@ DATABASE_ERRORS = (OperationalError, InterfaceError)
 API_PREFIXES = ("/api/", "/langgraph/")  # token-authenticated JSON APIs: JSON errors, no login page
 
 
+def answer(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
+    """The message as JSON for the API (or a client asking for JSON), else as plain text."""
+    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
+        return JsonResponse({"detail": message}, status=status)
+    return HttpResponse(message, status=status, content_type="text/plain")
+
+
 def database_unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """A clear 503 (JSON for the API) for a request the database could not serve."""
+    """A clear 503 for a request the database could not serve."""
     logger.warning("database unavailable: %s", exception)
     message = "The database is unavailable right now. Nothing was changed; try again shortly."
-    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
-        return JsonResponse({"detail": message}, status=503)
-    return HttpResponse(message, status=503, content_type="text/plain")
+    return answer(request, message, status=503)
+
+
+def keys_cannot_open(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A clear 503 for data no configured CHECKPOINT_ENCRYPTION_KEY opens: the server's setting
+    to fix, not the request (an old key dropped before rotate_checkpoint_key ran, say)."""
+    logger.error("encrypted data cannot be opened on %s: %s", request.path, exception)
+    message = (
+        "Stored data cannot be decrypted with the configured CHECKPOINT_ENCRYPTION_KEY: the key it "
+        "was written with is missing (keep old keys after the new one until rotate_checkpoint_key "
+        "has run), or the data was altered. Nothing was changed."
+    )
+    return answer(request, message, status=503)
 
 
 def too_large(request: HttpRequest) -> HttpResponse:
@@ -31,9 +51,7 @@ def too_large(request: HttpRequest) -> HttpResponse:
     message = (
         f"The request body is over the limit of {limit:,} bytes (MAX_REQUEST_BYTES). Nothing was changed."
     )
-    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
-        return JsonResponse({"detail": message}, status=413)
-    return HttpResponse(message, status=413, content_type="text/plain")
+    return answer(request, message, status=413)
 
 
 class DatabaseUnavailableMiddleware:
@@ -46,6 +64,8 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, RequestDataTooBig):  # the API reads its body in the view
             return too_large(request)
+        if isinstance(exception, SealError):
+            return keys_cannot_open(request, exception)
         if not isinstance(exception, DATABASE_ERRORS):
             return None
         return database_unavailable(request, exception)

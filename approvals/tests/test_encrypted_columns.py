@@ -12,6 +12,7 @@ from pytest_django.fixtures import Settings
 from approvals.actions.audit import do_audit
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.ledger import verify_ledger
+from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, AuditEvent
 from checkpoints.sealed_columns import stored_text
 from tests.factories import make_gate, make_user
@@ -71,3 +72,29 @@ def test_ciphertext_no_key_opens_is_reported_by_verify_ledger_not_raised(setting
 
     assert [p.event_id for p in report.problems] == [first.pk]
     assert "cannot be read" in report.problems[0].problem
+
+
+def test_data_the_configured_keys_cannot_open_is_a_clear_503_saying_which_setting(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    token = do_create_token(user=rita)
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()  # the old key dropped too soon
+    web = Client(raise_request_exception=False)
+    web.force_login(rita)
+    api = Client(raise_request_exception=False, headers={"Authorization": f"Bearer {token}"})
+
+    page, decision = web.get("/"), web.get(f"/approvals/{request_.pk}/")
+    listed = api.get("/api/approvals")
+
+    for response in (page, decision):
+        assert response.status_code == 503
+        assert (
+            "cannot be decrypted with the configured CHECKPOINT_ENCRYPTION_KEY" in response.content.decode()
+        )
+    assert listed.status_code == 503
+    assert "rotate_checkpoint_key" in listed.json()["detail"]
+    assert "encrypted data cannot be opened" in caplog.text  # an error for the operator to fix
