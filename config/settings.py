@@ -103,6 +103,11 @@ CORS_ALLOW_CREDENTIALS = False
 
 ROOT_URLCONF = "config.urls"
 LOGIN_URL = "login"
+# The admin role holds every model permission in Django admin (approvals/auth_backends.py).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "approvals.auth_backends.AdminRoleBackend",
+]
 LOGIN_REDIRECT_URL = "approvals:inbox"
 LOGOUT_REDIRECT_URL = "login"
 

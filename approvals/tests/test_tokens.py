@@ -24,12 +24,15 @@ def row(raw: str) -> ApiToken:
     return ApiToken.objects.get(token_hash=ApiToken.hash_token(raw))
 
 
-def test_the_admin_lists_tokens_with_user_created_and_last_used_and_revokes_the_selected() -> None:
+@pytest.mark.parametrize("superuser", [True, False])  # the admin role is enough: a group, no flags
+def test_the_admin_lists_tokens_with_user_created_and_last_used_and_revokes_the_selected(
+    superuser: bool,
+) -> None:
     rita = make_user("rita", "reviewer")
     revoked, kept = do_create_token(user=rita, name="laptop"), do_create_token(user=rita, name="ci")
     assert status(revoked) == 200  # records its last use
     ada = make_user("ada", "admin")
-    ada.is_staff = ada.is_superuser = True
+    ada.is_staff = ada.is_superuser = superuser
     ada.save()
     admin = Client()
     admin.force_login(ada)

@@ -1,0 +1,68 @@
+"""Django admin belongs to the admin role, a group (README, "Security model": admin "does
+everything … and reaches Django admin"; admins "manage queues and membership in Django admin"):
+a member of the admin group who is neither staff nor superuser manages queues, users and groups
+there; what no one may do there (add a token, change the ledger) stays refused; other roles,
+staff or not, get nothing."""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from approvals.actions.audit import do_audit
+from approvals.models import Queue
+from approvals.roles import ensure_roles
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+MODEL_PAGES = ["approvals/queue", "approvals/apitoken", "auth/user", "auth/group", "checkpoints/thread"]
+
+
+@pytest.fixture(autouse=True)
+def fast_users(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_member_of_the_admin_group_manages_queues_users_and_groups() -> None:
+    ada = make_user("ada", "admin")
+    assert not (ada.is_staff or ada.is_superuser)
+    admin = client_for(ada)
+
+    index = admin.get("/admin/").content.decode()
+    for page in MODEL_PAGES:
+        assert f'href="/admin/{page}/"' in index, page
+        assert admin.get(f"/admin/{page}/").status_code == 200, page
+    ensure_roles()
+    added = admin.post(
+        "/admin/approvals/queue/add/",
+        {"name": "payouts", "description": "", "groups": [Group.objects.get(name="reviewer").pk]},
+    )
+    assert added.status_code == 302
+    assert list(Queue.objects.get(name="payouts").groups.values_list("name", flat=True)) == ["reviewer"]
+
+
+def test_what_no_one_may_do_there_stays_refused_to_the_admin_role() -> None:
+    admin = client_for(make_user("ada", "admin"))
+    event = do_audit(actor=None, action="test.event")
+
+    assert admin.get("/admin/approvals/apitoken/add/").status_code == 403  # tokens: create_api_token
+    assert admin.get(f"/admin/approvals/auditevent/{event.pk}/delete/").status_code == 403  # the ledger
+
+
+@pytest.mark.parametrize("role", ["operator", "reviewer"])
+def test_other_roles_get_no_model_page_even_as_staff(role: str) -> None:
+    user = make_user("olga", role)
+    user.is_staff = True
+    user.save()
+    client = client_for(user)
+
+    for page in MODEL_PAGES:
+        assert client.get(f"/admin/{page}/").status_code == 302, page  # to the admin's login
