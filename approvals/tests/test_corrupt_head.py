@@ -24,9 +24,8 @@ def olga(settings: Any) -> Any:
 @pytest.fixture(params=["tampered", "missing a row"])
 def corrupt(request: pytest.FixtureRequest) -> ApprovalRequest:
     gate = make_gate()
-    head = Checkpoint.objects.get(pk=gate.checkpoint_id)
     if request.param == "tampered":
-        Checkpoint.objects.filter(pk=head.pk).update(refs={"tampered": ["i", True]})
+        Checkpoint.objects.filter(pk=gate.checkpoint_id).update(refs={"tampered": ["i", True]})
     else:  # the gate's assistant message: the last list item, which only the head holds
         last = StoredValue.objects.filter(thread_id=gate.thread_id).order_by("-depth").first()
         assert last is not None

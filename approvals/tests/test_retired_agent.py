@@ -29,10 +29,7 @@ def retired(settings: Any) -> ApprovalRequest:
 
 @pytest.fixture
 def admin() -> Any:
-    user = make_user("ada", "admin")
-    user.is_staff = user.is_superuser = True
-    user.save()
-    return user
+    return make_user("ada", "admin")
 
 
 def test_its_pages_and_api_reads_still_answer(retired: ApprovalRequest, admin: Any) -> None:
