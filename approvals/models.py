@@ -20,7 +20,6 @@ class ApprovalStatus(models.TextChoices):
     RESPONDED = "responded"
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
-    CANCELLED = "cancelled"
 
 
 DECIDED = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED, ApprovalStatus.REJECTED, ApprovalStatus.RESPONDED)
