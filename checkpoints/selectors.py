@@ -6,10 +6,10 @@ key); a missing one raises Thread.DoesNotExist, like any Django model."""
 import json
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import QuerySet, Subquery
+from django.db.models import BooleanField, F, Func, QuerySet, Subquery, Value
 
 from checkpoints.models import PendingWrite, StoredValue, Thread
 from checkpoints.storage.crypto import SealError, current_sealer
@@ -41,19 +41,50 @@ def threads_in(ids: "QuerySet[Any, Any]") -> QuerySet[Thread, Thread]:
 def threads_matching(q: str) -> QuerySet[Thread, Any]:
     """Ids of threads whose id contains q or that hold a message with every word of q.
 
-    A UNION lets each search use its own index on Postgres (an OR would scan). List items are
-    stored once per thread, not per checkpoint; encrypted ones cannot be searched. On Postgres
-    messages match by full-text search (whole words, web-search syntax: "a phrase", or,
-    -word), served by storedvalue_item_fts; elsewhere by a substring scan for each word."""
+    Words match a message's string values, never its field names (a search for "content"
+    does not find every thread). A UNION lets each search use its own index on Postgres (an
+    OR would scan). List items are stored once per thread, not per checkpoint; encrypted ones
+    cannot be searched. On Postgres messages match by full-text search (whole words,
+    web-search syntax: "a phrase", or, -word), served by storedvalue_item_words; elsewhere by
+    a substring scan of the values for each word."""
     by_id = Thread.objects.filter(id__icontains=q).order_by().values("id")
     items = StoredValue.objects.filter(run__isnull=False)
     if connection.vendor == "postgresql":
         words = SearchQuery(q, config="simple", search_type="websearch")
-        items = items.annotate(words=SearchVector("data", config="simple")).filter(words=words)
+        items = items.annotate(words=MessageWords("data")).filter(words=words)
     else:
         for word in q.split():
-            items = items.filter(data__icontains=word)
+            if not {'"', "\\"} & set(word):  # JSON escapes these: the stored text may not hold them as typed
+                items = items.filter(data__icontains=word)  # a fast scan, so few items are parsed
+            items = items.filter(ValueContains("data", word))
     return by_id.union(items.order_by().values("thread_id"))
+
+
+class MessageWords(Func):
+    """The words of a stored item's string values (Postgres; the expression its index has)."""
+
+    function = "gatehouse_message_words"
+    output_field = SearchVectorField()
+
+
+class ValueContains(Func):
+    """Whether a string value anywhere in a stored item's JSON contains the text (SQLite)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, text: str) -> None:
+        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        super().__init__(F(column), Value(f"%{escaped}%"))
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        (data, data_params), (pattern, pattern_params) = (
+            compiler.compile(e) for e in self.source_expressions
+        )
+        sql = (
+            f"EXISTS (SELECT 1 FROM json_tree(CASE WHEN json_valid({data}) THEN {data} ELSE '[]' END)"
+            f" WHERE type = 'text' AND value LIKE {pattern} ESCAPE '\\')"
+        )
+        return sql, [*data_params, *data_params, *pattern_params]
 
 
 def first_messages(thread_ids: list[str]) -> dict[str, str]:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -290,6 +291,53 @@ def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     assert len(client.get("/api/threads", {"q": "refund ord-1001"}).json()) == 2  # words, any order
     assert client.get("/api/threads", {"q": "refund bob@example.com"}).json() == []
     assert client.get("/api/threads", {"q": "no such text"}).json() == []
+
+
+def test_the_thread_search_matches_a_messages_values_never_its_field_names() -> None:
+    olga = make_user("olga", "operator")
+    refund = make_gate(model_text="Checking the parcel first")
+    client = api(olga)
+
+    def found(q: str) -> list[str]:
+        return [t["id"] for t in client.get("/api/threads", {"q": q}).json()]
+
+    for field_name in ("content", "role", "tool_calls", "arguments"):
+        assert found(field_name) == [], field_name
+    assert found("parcel") == [refund.thread_id]
+    assert found("issue_refund") == [refund.thread_id]  # a tool's name is a value
+    assert found("assistant parcel") == [refund.thread_id]  # every word in one message
+
+
+@pytest.mark.postgres_only
+def test_the_thread_search_takes_web_search_syntax_on_postgres() -> None:
+    refund = make_gate(model_text="Checking the parcel first")
+    client = api(make_user("olga", "operator"))
+
+    def found(q: str) -> list[str]:
+        return [t["id"] for t in client.get("/api/threads", {"q": q}).json()]
+
+    assert found('"checking the parcel"') == [refund.thread_id]
+    assert found('"parcel checking"') == []  # a phrase keeps its order
+    assert found("parcel or nowhere") == [refund.thread_id]
+    assert found("parcel -checking") == []
+
+
+def test_encrypted_messages_cannot_be_searched_but_thread_ids_still_match(settings: Any) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    refund = make_gate(model_text="Checking the parcel first")
+    client = api(make_user("olga", "operator"))
+
+    assert client.get("/api/threads", {"q": "parcel"}).json() == []
+    by_id = client.get("/api/threads", {"q": refund.thread_id[-8:]}).json()
+    assert [t["id"] for t in by_id] == [refund.thread_id]
+
+
+@pytest.mark.postgres_only
+def test_a_message_postgres_cannot_read_as_json_is_written_and_searched_by_its_text() -> None:
+    # jsonb has no \u0000: the search index falls back to the item's text, never failing a write.
+    request_ = make_gate(model_text="A parcel\x00 that arrived damaged")
+    found = api(make_user("olga", "operator")).get("/api/threads", {"q": "damaged"}).json()
+    assert [t["id"] for t in found] == [request_.thread_id]
 
 
 def test_the_thread_list_filters_by_dates_and_decider_and_pages_newest_activity_first() -> None:
