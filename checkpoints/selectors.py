@@ -68,7 +68,7 @@ class MessageWords(Func):
 
 
 class ValueContains(Func):
-    """Whether a string value anywhere in a stored item's JSON contains the text (SQLite)."""
+    """Whether a string value anywhere in a stored item's JSON contains the text (SQLite only)."""
 
     output_field = BooleanField()
 
@@ -76,7 +76,7 @@ class ValueContains(Func):
         escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         super().__init__(F(column), Value(f"%{escaped}%"))
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
         (data, data_params), (pattern, pattern_params) = (
             compiler.compile(e) for e in self.source_expressions
         )
