@@ -32,6 +32,8 @@ MAX_WHEN_CHARS = 2000
 MAX_APPROVERS = 10
 QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 VARIABLES = ("args", "agent", "tool", "thread", "effects", "now")
+MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+"""The variable a macro binds (`effects.args.exists(a, a.amount_cents > 0)` binds `a`)."""
 
 
 @lru_cache(maxsize=4096)
@@ -64,6 +66,11 @@ def condition_error(when: str) -> str:
         program = compiled(when)
     except Exception as exc:
         return f"CEL error: {exc}"
+    # Read from the program, not found by running it: `false && typo` never evaluates `typo`.
+    unknown = set(program.variables()) - set(VARIABLES) - set(MACRO_VARIABLE.findall(when))
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        return f"CEL error: unknown variable {names}. The variables are: {', '.join(VARIABLES)}."
     try:
         program.execute(_sample_context())
     except RuntimeError as exc:  # an unknown name; missing fields (KeyError) are fine here

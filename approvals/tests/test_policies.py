@@ -180,6 +180,21 @@ def test_a_condition_naming_an_unknown_variable_is_refused() -> None:
     assert "args, agent, tool, thread, effects, now" in error.value.errors["when"]
 
 
+@pytest.mark.parametrize(
+    "when", ["agent == 'refunds' && tenantt == 'acme'", "tool == 'issue_refund' && args.amount_cents > limit"]
+)
+def test_an_unknown_variable_is_refused_even_where_evaluation_would_never_reach_it(when: str) -> None:
+    with pytest.raises(InvalidInput) as error:
+        policy("typo", when, "approve")
+
+    assert "unknown variable" in error.value.errors["when"]
+
+
+def test_a_variable_a_macro_binds_is_not_unknown() -> None:
+    made = policy("repeat", "effects.args.exists(a, a.order_id == args.order_id)", "approve")
+    assert made.when.startswith("effects.args.exists")
+
+
 def test_route_without_a_queue_and_require_without_approvers_are_refused() -> None:
     with pytest.raises(InvalidInput) as error:
         policy("nowhere", "true", "route")
