@@ -16,6 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from agents.registry import UnknownAgent, registry
 from agents.tools import Approval
 from approvals.markdown import render_markdown
+from checkpoints.diff import diff_values
 
 log = logging.getLogger(__name__)
 SUMMARY_CHARS = 160
@@ -81,10 +82,17 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
     """An audit event's data as labelled facts a person reads: diffs as old → new, checkpoint
     ids (linked by the template), arguments one per line, and anything else as short text."""
     facts: list[dict[str, Any]] = []
+    seen, decided = data.get("args_seen"), data.get("args")
+    if isinstance(seen, dict) and isinstance(decided, dict) and seen != decided:  # a reviewer's edit
+        changes = [_change(c.__dict__) for c in diff_values(seen, decided)]
+        facts.append({"kind": "changes", "label": "Arguments changed", "value": changes})
     for key, value in data.items():
         label = CHECKPOINT_KEYS.get(key) or ARGS_KEYS.get(key) or LABELS.get(key) or humanize(key)
         if key == "changes" and isinstance(value, list):
             changes = [_change(c) for c in value if isinstance(c, dict)]
+            facts.append({"kind": "changes", "label": "Changes", "value": changes})
+        elif key == "diff" and isinstance(value, dict):  # a policy's fields: {field: [old, new]}
+            changes = [_field_change(field, pair) for field, pair in value.items()]
             facts.append({"kind": "changes", "label": "Changes", "value": changes})
         elif key in CHECKPOINT_KEYS and isinstance(value, str) and value:
             facts.append({"kind": "checkpoint", "label": label, "value": value})
@@ -94,6 +102,12 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
         elif value not in (None, "", [], {}):
             facts.append({"kind": "text", "label": label, "value": _long(value)})
     return facts
+
+
+def _field_change(field: str, pair: Any) -> dict[str, str]:
+    old, new = pair if isinstance(pair, list) and len(pair) == 2 else (None, pair)
+    kind = "added" if old in (None, "", []) else "removed" if new in (None, "", []) else "changed"
+    return _change({"kind": kind, "path": field, "old": old, "new": new})
 
 
 def _change(change: dict[str, Any]) -> dict[str, str]:

@@ -6,6 +6,8 @@ import json
 import pytest
 from django.test import Client
 
+from approvals.actions.decisions import check_decision, do_decide
+from approvals.actions.policies import do_create_policy, do_update_policy
 from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from checkpoints.backends import get_backend
 from checkpoints.models import Checkpoint
@@ -59,6 +61,43 @@ def test_the_compare_page_and_the_ledger_name_the_argument_an_edit_changed() -> 
     assert '<td class="before"><pre>4250</pre></td><td class="after"><pre>3000</pre></td>' in compare
     assert "ORD-1001" not in compare  # only the field that changed, not the whole arguments
     assert f'<code class="path">{path}</code>' in ledger
+
+
+def test_the_ledger_names_the_argument_a_reviewer_edited() -> None:
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()  # issue_refund {"order_id": "ORD-1001", "amount_cents": 4250}
+    edit = {"order_id": "ORD-1001", "amount_cents": 3000}
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="edit", args=edit))
+
+    html = logged_in("ada", "admin").get("/ledger/").content.decode()
+
+    assert "Arguments changed" in html
+    assert (
+        '<li class="diff-changed"><code class="path">amount_cents</code> <del>4250</del> → <ins>3000</ins>'
+        in html
+    )
+
+
+def test_the_ledger_shows_a_policy_change_as_old_to_new_by_field() -> None:
+    ada = make_user("ada", "admin")
+    admin = Client()
+    admin.force_login(ada)
+    fields = {
+        "name": "small",
+        "tool": "issue_refund",
+        "when": "args.amount_cents < 5000",
+        "action": "approve",
+    }
+    made = do_create_policy(actor=ada, fields=fields)
+    do_update_policy(made.pk, actor=ada, fields={"when": "args.amount_cents < 2000"})
+
+    html = admin.get("/ledger/").content.decode()
+
+    old, new = "<del>args.amount_cents &lt; 5000</del>", "<ins>args.amount_cents &lt; 2000</ins>"
+    changed = f'<code class="path">when</code> {old} → {new}'
+    assert changed in html
+    assert '<code class="path">name</code> added <ins>small</ins>' in html  # the create
+    assert "&quot;when&quot;" not in html  # not the diff as JSON text
 
 
 def test_the_thread_list_shows_the_first_message_pending_count_and_last_activity() -> None:
