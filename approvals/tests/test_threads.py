@@ -152,6 +152,18 @@ def test_a_gate_asked_again_points_at_the_request_it_replaces_and_keeps_its_plac
     assert sorted(on_requests) == ["INSERT", "SELECT", "SELECT"]
 
 
+def test_a_fork_that_asks_a_pending_gate_again_points_at_it_and_keeps_its_place() -> None:
+    olga = make_user("olga", "operator")
+    first = make_gate()
+    later = make_gate()
+
+    do_fork_thread(first.thread_id, user=olga, checkpoint_id=str(first.checkpoint_id), values=None)
+
+    again = ApprovalRequest.objects.get(thread_id=first.thread_id, status=ApprovalStatus.PENDING)
+    assert (again.key, again.supersedes_id) == (first.key, first.pk)
+    assert again.created_at == first.created_at < later.created_at
+
+
 def test_an_invalid_state_edit_is_refused_with_field_errors_and_changes_nothing() -> None:
     olga = make_user("olga", "operator")
     request_ = make_gate()
