@@ -21,7 +21,7 @@ def test_an_unknown_thread_is_a_404_in_the_layout_with_a_way_back() -> None:
     html = response.content.decode()
     assert response.status_code == 404
     assert 'class="topbar"' in html and "<h1>Not found</h1>" in html and "No such thread." in html
-    assert 'href="/">Back to the inbox</a>' in html
+    assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html
 
 
 def test_a_page_the_role_may_not_open_is_a_403_that_says_why() -> None:
@@ -30,7 +30,7 @@ def test_a_page_the_role_may_not_open_is_a_403_that_says_why() -> None:
     html = response.content.decode()
     assert response.status_code == 403
     assert 'class="topbar"' in html and "Only admins may read the audit ledger." in html
-    assert 'href="/">Back to the inbox</a>' in html
+    assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html
 
 
 def test_the_500_page_renders_in_the_layout_without_any_request_context() -> None:
@@ -39,7 +39,7 @@ def test_the_500_page_renders_in_the_layout_without_any_request_context() -> Non
     html = response.content.decode()
     assert response.status_code == 500
     assert 'class="topbar"' in html and "Something went wrong" in html
-    assert 'href="/">Back to the inbox</a>' in html
+    assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html
 
 
 def test_an_unknown_address_is_a_404_that_names_no_exception_class() -> None:
@@ -49,4 +49,4 @@ def test_an_unknown_address_is_a_404_that_names_no_exception_class() -> None:
     assert response.status_code == 404
     assert "There is nothing at this address." in html
     assert "Resolver404" not in html
-    assert 'href="/">Back to the inbox</a>' in html
+    assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html

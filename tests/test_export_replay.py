@@ -55,7 +55,11 @@ def test_replaying_an_unchanged_trace_reports_no_divergence_and_runs_no_tool(
 ) -> None:
     thread_id = finished_refund(api)
     trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps(api.get(f"/threads/{thread_id}/export").json()))
+    call_command("export_thread", thread_id, str(trace))  # as the API's export, to a file
+    written, served = json.loads(trace.read_text()), api.get(f"/threads/{thread_id}/export").json()
+    assert written.pop("exported_at") <= served.pop("exported_at") and written == served
+    with pytest.raises(CommandError, match="No thread 'no-such-thread'"):
+        call_command("export_thread", "no-such-thread", str(tmp_path / "none.json"))
     refunds = Refund.objects.count()
 
     call_command("replay_thread", str(trace))

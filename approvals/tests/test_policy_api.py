@@ -125,6 +125,20 @@ def test_the_admin_refuses_a_condition_that_does_not_compile_and_audits_saves() 
     assert Policy.objects.get().version == 2
     update = AuditEvent.objects.get(action="policy.update")
     assert update.data["diff"] == {"when": ["args.amount_cents < 5000", "args.amount_cents < 100"]}
+    assert AuditEvent.objects.get(action="policy.create").data["diff"]["when"] == [
+        None,
+        "args.amount_cents < 5000",
+    ]
+
+    client.post(f"/admin/approvals/policy/{pid}/delete/", {"post": "yes"})
+    again = client.post("/admin/approvals/policy/add/", {**form, "name": "again"})
+    assert again.status_code == 302
+    bulk = {"action": "delete_selected", "_selected_action": [Policy.objects.get().pk], "post": "yes"}
+    client.post("/admin/approvals/policy/", bulk)
+    assert not Policy.objects.exists()
+    deleted = AuditEvent.objects.filter(action="policy.delete").order_by("id")
+    assert [e.data["policy"]["name"] for e in deleted] == [SMALL["name"], "again"]
+    assert all(e.actor == ada for e in deleted)
 
 
 def test_a_reviewer_with_staff_status_cannot_open_the_policy_admin() -> None:
