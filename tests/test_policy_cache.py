@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.core.management import call_command
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
@@ -105,3 +106,13 @@ def test_without_redis_every_gate_reads_the_database(
 
     assert queries(names) == (["first"], 1)
     assert queries(names) == (["first"], 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_is_a_change(fresh_cache: None) -> None:
+    create("first")
+    assert names() == ["first"]
+
+    call_command("flush", interactive=False, verbosity=0)  # deletes rows without a signal per policy
+
+    assert names() == []

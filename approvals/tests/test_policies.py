@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.actions import InvalidInput
@@ -370,3 +372,25 @@ def test_a_condition_on_the_threads_tenant_reads_the_threads_metadata() -> None:
     do_apply_policies([request_], thread_id=request_.thread_id, agent=request_.agent)
 
     assert ApprovalRequest.objects.get(pk=request_.pk).status == ApprovalStatus.APPROVED
+
+
+@pytest.mark.parametrize(
+    ("when", "reads_thread"),
+    [
+        ("args.amount_cents > 999999", False),
+        ("thread.id == 'elsewhere'", False),  # the id is known at the gate
+        ("thread.tenant == 'elsewhere'", True),
+        ("thread.metadata.vip == true", True),
+    ],
+)
+def test_the_threads_metadata_is_read_only_when_a_condition_reads_the_thread(
+    when: str, reads_thread: bool
+) -> None:
+    request_ = refund(4250)
+    policy("never", when, "approve")
+
+    with CaptureQueriesContext(connection) as queries:
+        assert do_apply_policies([request_], thread_id=request_.thread_id, agent="refunds") is False
+
+    thread_reads = [q["sql"] for q in queries.captured_queries if "checkpoints_thread" in q["sql"]]
+    assert bool(thread_reads) is reads_thread
