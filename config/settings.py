@@ -366,6 +366,9 @@ GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", f"http://127.0.0.1:{PO
 # steps' queue (not recommended).
 NOTIFY_QUEUE = os.environ.get("NOTIFY_QUEUE", "notify")
 NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8)  # threads of the notify worker (I/O-bound)
+# Its pooled Postgres connections: a notification reads the database briefly, then waits on a
+# receiver without one.
+NOTIFY_DB_POOL_SIZE = env_int("NOTIFY_DB_POOL_SIZE", 2)
 NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
 NOTIFY_RETRY_BASE_S = float(os.environ.get("NOTIFY_RETRY_BASE_S", "5"))  # doubles on each retry
 NOTIFY_EMAIL_TO = [a.strip() for a in os.environ.get("NOTIFY_EMAIL_TO", "").split(",") if a.strip()]

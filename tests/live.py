@@ -192,15 +192,17 @@ class LiveServices:
     def start_notify_worker(
         self, name: str, extra_env: Mapping[str, str] | None = None, *, timeout: float = 30
     ) -> subprocess.Popen[bytes]:
-        """A worker for the notify queue only, started with the options `serve` gives it."""
-        from agents.management.commands.serve import notify_worker_options
+        """A worker for the notify queue only, started with the options and pool `serve` gives it."""
+        from agents.management.commands.serve import child_env, notify_worker_options
 
         command = [
             *(sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"),
             *("-n", worker_node(name), *notify_worker_options()),
             *("--without-gossip", "--without-mingle", "--without-heartbeat"),
         ]
-        return self._start_celery_worker(name, command, extra_env, timeout=timeout)
+        return self._start_celery_worker(
+            name, command, {**child_env("notify"), **(extra_env or {})}, timeout=timeout
+        )
 
     def _start_celery_worker(
         self, name: str, command: list[str], extra_env: Mapping[str, str] | None, *, timeout: float

@@ -32,6 +32,19 @@ def test_each_step_worker_gets_a_pool_of_step_db_pool_size_connections(settings)
     assert child_env("worker") == {"DB_POOL_MAX_SIZE": "5"}
 
 
+@pytest.mark.skipif(not is_postgres(), reason="thread-pool workers pool Postgres connections")
+def test_every_worker_and_the_web_server_serve_starts_has_a_bounded_pool(settings) -> None:
+    # The README's connection budget counts each of them; a process left out would keep a
+    # connection per thread for CONN_MAX_AGE.
+    settings.STEP_POOL = "threads"
+    settings.NOTIFY_DB_POOL_SIZE = 3
+
+    pools = {name: child_env(name.rstrip("0123456789")) for name in child_commands(8000) if name != "beat"}
+
+    assert all("DB_POOL_MAX_SIZE" in env for env in pools.values()), pools
+    assert pools["notify"] == {"DB_POOL_MAX_SIZE": "3"}
+
+
 @pytest.mark.skipif(not is_postgres(), reason="SQLite keeps prefork workers of 2 processes")
 @pytest.mark.skipif("STEP_CONCURRENCY" in os.environ, reason="set in the environment")
 def test_each_step_worker_holds_the_readmes_default_of_500_steps_in_flight() -> None:

@@ -195,6 +195,7 @@ def child_env(name: str) -> dict[str, str]:
     sizes = {
         "web": settings.WEB_DB_POOL_SIZE,
         "resume": settings.RESUME_DB_POOL_SIZE,
+        "notify": settings.NOTIFY_DB_POOL_SIZE,
         **({"worker": settings.STEP_DB_POOL_SIZE} if settings.STEP_POOL == "threads" else {}),
     }
     if name in sizes and is_postgres():
