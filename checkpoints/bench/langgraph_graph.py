@@ -33,7 +33,7 @@ def tool(state: Conversation) -> dict[str, Any]:
 
 
 def conversation_graph(checkpointer: BaseCheckpointSaver[Any]) -> Any:
-    """One turn per invoke: input, assistant, tool (three checkpoints)."""
+    """One turn per invoke: input, assistant, tool (four checkpoints: the input's, then one per step)."""
     builder = StateGraph(Conversation)
     builder.add_node("assistant", assistant)
     builder.add_node("tool", tool)

@@ -91,3 +91,15 @@ def test_bench_langgraph_reports_medians_of_both_savers_beside_the_targets() -> 
         assert sum(by_role) == result[saver]["storage_bytes"] and all(by_role)
     assert (result["checkpoints_per_s_x_target"], result["storage_less_x_target"]) == (2, 10)
     assert result["storage_less_x"] > 0
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="SQLite: the comparison needs Postgres")
+def test_bench_langgraph_says_it_is_skipped_on_sqlite_so_make_bench_goes_on() -> None:
+    out = StringIO()
+
+    call_command("bench_langgraph", "--json", stdout=out)  # no CommandError: make would stop
+
+    assert json.loads(out.getvalue()) == {
+        "skipped": "bench_langgraph compares savers on PostgreSQL; set DATABASE_URL"
+    }
