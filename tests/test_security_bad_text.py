@@ -1,6 +1,7 @@
 """Text no column can store — a NUL character, a lone UTF-16 surrogate — gets a clear 400 (a
 refused handshake on a socket) wherever it comes in: path, query, form field, JSON body."""
 
+import html
 import json
 from typing import Any
 
@@ -35,35 +36,39 @@ def admin_user() -> Any:
 
 
 API_CASES = [
-    ("get", "/api/threads?q=%00", None),
-    ("get", "/api/threads?agent=%00", None),
-    ("get", "/api/threads?decided_by=%00", None),
-    ("get", "/api/approvals?queue=%00", None),
-    ("get", "/api/threads/a%00b", None),
-    ("get", "/api/threads/{thread}/diff?from=%00", None),
-    ("post", "/api/threads", {"agent": "refunds", "input": "x \ud800"}),
-    ("post", "/api/threads", {"agent": "refunds", "input": "x \u0000"}),
-    ("post", "/api/threads", {"agent": "refunds", "input": "hi", "thread_id": "a\u0000"}),
-    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "\udc00"}),
-    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "no\u0000"}),
+    ("get", "/api/threads?q=%00", None, "the query parameter 'q'"),
+    ("get", "/api/threads?agent=%00", None, "the query parameter 'agent'"),
+    ("get", "/api/threads?decided_by=%00", None, "the query parameter 'decided_by'"),
+    ("get", "/api/approvals?queue=%00", None, "the query parameter 'queue'"),
+    ("get", "/api/threads/a%00b", None, "the path"),
+    ("get", "/api/threads/{thread}/diff?from=%00", None, "the query parameter 'from'"),
+    ("post", "/api/threads", {"agent": "refunds", "input": "x \ud800"}, "body.input"),
+    ("post", "/api/threads", {"agent": "refunds", "input": "x \u0000"}, "body.input"),
+    ("post", "/api/threads", {"agent": "refunds", "input": "hi", "thread_id": "a\u0000"}, "body.thread_id"),
+    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "\udc00"}, "body.message"),
+    ("post", "/api/approvals/{pk}/decision", {"decision": "reject", "message": "no\u0000"}, "body.message"),
     (
         "post",
         "/api/approvals/{pk}/decision",
         {"decision": "edit", "args": {"order_id": "O\u0000", "amount_cents": 5}},
+        "body.args.order_id",
     ),
-    ("post", "/api/approvals/{pk}/claim", {"op": "reassign", "to": "\ud800"}),
+    ("post", "/api/approvals/{pk}/claim", {"op": "reassign", "to": "\ud800"}, "body.to"),
     (
         "patch",
         "/api/threads/{thread}/state",
         {"values": {"messages": [{"role": "user", "content": "\u0000"}]}},
+        "body.values.messages[0].content",
     ),
-    ("patch", "/api/threads/{thread}/state", {"values": {"\ud800": 1}}),
+    ("patch", "/api/threads/{thread}/state", {"values": {"\ud800": 1}}, "the key 'body.values.\\ud800'"),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "body"), API_CASES, ids=[f"{m} {p} {b}" for m, p, b in API_CASES])
-def test_a_nul_or_a_lone_surrogate_anywhere_in_an_api_request_is_a_clear_400(
-    method: str, path: str, body: Any
+@pytest.mark.parametrize(
+    ("method", "path", "body", "where"), API_CASES, ids=[f"{m} {p} {b}" for m, p, b, _ in API_CASES]
+)
+def test_a_nul_or_a_lone_surrogate_anywhere_in_an_api_request_is_a_clear_400_naming_where(
+    method: str, path: str, body: Any, where: str
 ) -> None:
     gate = make_gate()
     api = Client(headers={"Authorization": f"Bearer {do_create_token(user=admin_user())}"})
@@ -76,23 +81,25 @@ def test_a_nul_or_a_lone_surrogate_anywhere_in_an_api_request_is_a_clear_400(
         response = getattr(api, method)(path, json.dumps(body), content_type="application/json")
 
     assert response.status_code == 400
-    assert "contains a" in response.json()["detail"]
+    assert response.json()["detail"].startswith(f"Refused: {where} contains a")
     assert everything() == before
 
 
 PAGE_CASES = [
-    ("get", "/threads/a%00b/", None),
-    ("get", "/threads/a%00b/diff/", None),
-    ("get", "/threads/?q=%00", None),
-    ("get", "/?agent=%00", None),
-    ("post", "/approvals/{pk}/", {"decision": "reject", "message": "a\x00b"}),
-    ("post", "/threads/", {"agent": "refunds", "input": "a\x00b"}),
-    ("post", "/threads/{thread}/messages/", {"input": "a\x00b"}),
+    ("get", "/threads/a%00b/", None, "the path"),
+    ("get", "/threads/a%00b/diff/", None, "the path"),
+    ("get", "/threads/?q=%00", None, "the query parameter 'q'"),
+    ("get", "/?agent=%00", None, "the query parameter 'agent'"),
+    ("post", "/approvals/{pk}/", {"decision": "reject", "message": "a\x00b"}, "the field 'message'"),
+    ("post", "/threads/", {"agent": "refunds", "input": "a\x00b"}, "the field 'input'"),
+    ("post", "/threads/{thread}/messages/", {"input": "a\x00b"}, "the field 'input'"),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "body"), PAGE_CASES)
-def test_a_nul_in_a_page_path_query_or_form_field_is_a_clear_400(method: str, path: str, body: Any) -> None:
+@pytest.mark.parametrize(("method", "path", "body", "where"), PAGE_CASES)
+def test_a_nul_in_a_page_path_query_or_form_field_is_a_clear_400_naming_where(
+    method: str, path: str, body: Any, where: str
+) -> None:
     gate = make_gate()
     page = Client()
     page.force_login(admin_user())
@@ -102,7 +109,7 @@ def test_a_nul_in_a_page_path_query_or_form_field_is_a_clear_400(method: str, pa
     response = page.get(path) if body is None else page.post(path, body)
 
     assert response.status_code == 400
-    assert "contains a NUL character" in response.content.decode()
+    assert f"Refused: {where} contains a NUL character." in html.unescape(response.content.decode())
     assert everything() == before
 
 
