@@ -1,11 +1,14 @@
-"""Users, tokens and an API client for integration tests."""
+"""Users, tokens, gates, an API client, and settings as a process would read them, for tests."""
 
 import json
+import runpy
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
@@ -118,3 +121,14 @@ def make_gate(
         )
         gates.open_gates(thread_id=thread.id, agent=agent, checkpoint=gate, gates=opened)
     return ApprovalRequest.objects.get(checkpoint_id=gate.id)
+
+
+def settings_read_with(monkeypatch: pytest.MonkeyPatch, **env: str | None) -> dict[str, Any]:
+    """config/settings.py's names as a process started with this environment reads them (None
+    unsets a variable); this process's settings are untouched."""
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    return runpy.run_path(str(settings.BASE_DIR / "config" / "settings.py"))

@@ -223,12 +223,14 @@ def test_a_message_over_max_input_chars_is_refused_by_the_api_and_the_page_as_at
     start = send(api, "post", "/api/threads", {"agent": "refunds", "input": "x" * 101})
     by_api = send(api, "post", f"/api/threads/{gate.thread_id}/messages", {"input": "x" * 101})
     by_page = page.post(f"/threads/{gate.thread_id}/messages/", {"input": "x" * 101}, follow=True)
+    start_page = page.post("/threads/", {"agent": "refunds", "input": "x" * 101})
 
     assert (start.status_code, by_api.status_code) == (400, 400)
     assert (
         start.json()["errors"] == by_api.json()["errors"] == {"input": "is 101 characters; the limit is 100"}
     )
     assert "the limit is 100" in by_page.content.decode()
+    assert start_page.status_code == 400 and "the limit is 100" in start_page.content.decode()
     assert everything() == before
 
 

@@ -53,10 +53,12 @@ def test_five_failures_for_a_username_refuse_even_the_right_password_but_not_its
 ) -> None:
     rita = make_user(fresh_name(), "reviewer")
     ip = fresh_ip()
-    for _ in range(5):
-        client, response = log_in(rita.username, "wrong", ip=ip)
-        assert response.status_code == 200 and not logged_in(client)
     with caplog.at_level(logging.WARNING, logger="config.login_throttle"):
+        for _ in range(5):
+            client, response = log_in(rita.username, "wrong", ip=ip)
+            assert response.status_code == 200 and not logged_in(client)
+        failed = [r.getMessage() for r in caplog.records if "login failed" in r.getMessage()]
+        assert failed == [f"login failed username={rita.username!r} ip={ip}"] * 5  # in the process log
         client, response = log_in(rita.username, PASSWORD, ip=ip)
     assert response.status_code == 429
     assert not logged_in(client)

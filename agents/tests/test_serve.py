@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.management.commands.serve import child_commands, child_env, is_postgres, parts
+from tests.factories import settings_read_with
 
 
 def test_serve_starts_step_workers_processes_each_with_a_node_name_of_its_own(settings) -> None:
@@ -79,3 +80,26 @@ def test_serve_only_takes_parts_comma_separated() -> None:
 def test_serve_only_refuses_a_part_it_does_not_have(value: str) -> None:
     with pytest.raises(CommandError, match="choose from web, workers, beat"):
         call_command("serve", "--only", value)
+
+
+WORKER_SETTINGS = {name: None for name in ("STEP_POOL", "STEP_CONCURRENCY", "STEP_WORKERS")}
+
+
+def test_on_postgres_serve_starts_a_thread_pool_step_worker_per_core_at_most_8(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    read = settings_read_with(
+        monkeypatch, **WORKER_SETTINGS, DATABASE_URL="postgres://gatehouse@db:5432/gatehouse"
+    )
+    assert (read["STEP_POOL"], read["STEP_CONCURRENCY"], read["STEP_WORKERS"]) == ("threads", 500, 8)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert (
+        settings_read_with(monkeypatch, DATABASE_URL="postgres://gatehouse@db:5432/gatehouse")["STEP_WORKERS"]
+        == 2
+    )
+
+
+def test_on_sqlite_serve_keeps_one_prefork_worker_of_two_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    read = settings_read_with(monkeypatch, **WORKER_SETTINGS, DATABASE_URL=None)
+    assert (read["STEP_POOL"], read["STEP_CONCURRENCY"], read["STEP_WORKERS"]) == ("prefork", 2, 1)
