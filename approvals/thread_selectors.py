@@ -202,9 +202,12 @@ def pretty(values: dict[str, Any], *, agent: str = "") -> str:
     return json.dumps(ordered, indent=2, ensure_ascii=False)
 
 
-def history_list(thread: Thread) -> list[CheckpointSummary]:
-    """The newest checkpoints without their values, newest first (for pickers and the API)."""
-    return get_backend().history(thread_id=thread.id, limit=HISTORY_LIMIT)
+def history_list(
+    thread: Thread, *, limit: int = HISTORY_LIMIT, before: str | None = None
+) -> list[CheckpointSummary]:
+    """The newest checkpoints without their values, newest first, older than `before` (a
+    checkpoint id) when given: for pickers, and the API's pages."""
+    return get_backend().history(thread_id=thread.id, limit=max(1, min(limit, HISTORY_LIMIT)), before=before)
 
 
 def fork_note(agent: str) -> str:

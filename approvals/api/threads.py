@@ -31,7 +31,7 @@ from approvals.api.thread_schemas import (
 )
 from approvals.http import AuthedRequest
 from approvals.models import ApprovalStatus
-from approvals.thread_selectors import ThreadFilters
+from approvals.thread_selectors import HISTORY_LIMIT, ThreadFilters
 from checkpoints.backends.base import ThreadData, ThreadExists
 from checkpoints.models import Thread
 from checkpoints.store import tenant_of
@@ -131,9 +131,11 @@ def list_threads(
 
 
 @router.get("/threads/{thread_id}/history", response={200: list[CheckpointOut], 404: Error})
-def history(request: AuthedRequest, thread_id: str) -> Any:
+def history(request: AuthedRequest, thread_id: str, limit: int = HISTORY_LIMIT, before: str = "") -> Any:
+    """Newest first, `limit` a page (at most 1,000); the next page is the one `before` the last."""
     thread = _access(request, thread_id)
-    return [CheckpointOut.from_data(c) for c in thread_selectors.history_list(thread)]
+    page = thread_selectors.history_list(thread, limit=limit, before=before or None)
+    return [CheckpointOut.from_data(c) for c in page]
 
 
 @router.get("/threads/{thread_id}/checkpoints/{checkpoint_id}", response={200: CheckpointOut, 404: Error})

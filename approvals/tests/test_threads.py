@@ -286,6 +286,23 @@ def test_the_api_lists_history_and_diffs_two_checkpoints() -> None:
     assert client.get(f"/api/threads/{thread_id}/checkpoints/not-a-checkpoint").status_code == 404
 
 
+def test_the_api_pages_history_with_limit_and_before() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    do_edit_state(request_.thread_id, user=olga, values=head_values(request_.thread_id))
+    client = api(olga)
+    url = f"/api/threads/{request_.thread_id}/history"
+    every = [c["id"] for c in client.get(url).json()]
+
+    first = [c["id"] for c in client.get(url, {"limit": 2}).json()]
+    rest = [c["id"] for c in client.get(url, {"limit": 2, "before": first[-1]}).json()]
+
+    assert len(every) == 3 and first + rest == every
+    assert client.get(url, {"before": every[-1]}).json() == []
+    assert client.get(url, {"before": "not-a-checkpoint"}).status_code == 404
+    assert client.get(url, {"limit": "many"}).status_code == 400
+
+
 def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     olga = make_user("olga", "operator")
     make_gate()
