@@ -40,9 +40,8 @@ def release_idle_claims_task() -> int:
 
 
 def backoff_s(retries: int) -> float:
-    """Exponential with jitter: base, 2 x base, 4 x base ... capped at ten minutes."""
-    delay = min(settings.NOTIFY_RETRY_BASE_S * 2**retries, 600)
-    return delay * random.uniform(0.8, 1.2)
+    """Exponential with jitter (±20%): base, 2 x base, 4 x base ... capped at ten minutes."""
+    return min(settings.NOTIFY_RETRY_BASE_S * 2**retries * random.uniform(0.8, 1.2), 600)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

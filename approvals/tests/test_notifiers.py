@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -13,6 +14,7 @@ import pytest
 from django.core import mail
 from django.test import override_settings
 
+from approvals import tasks
 from approvals.actions import notify
 from approvals.notifiers import BaseNotifier, Notification
 from approvals.notifiers.email import EmailNotifier
@@ -99,7 +101,7 @@ def test_retries_back_off_exponentially_up_to_ten_minutes() -> None:
     with override_settings(NOTIFY_RETRY_BASE_S=5):
         delays = [backoff_s(n) for n in (0, 1, 2, 20)]
     assert 4 <= delays[0] <= 6 and 8 <= delays[1] <= 12 and 16 <= delays[2] <= 24
-    assert delays[3] <= 720
+    assert delays[3] == 600
 
 
 def test_no_notification_for_a_request_already_decided() -> None:
@@ -131,3 +133,22 @@ def test_a_broker_failure_while_notifying_does_not_undo_or_block_the_gate(
         request_ = make_gate()
 
     assert ApprovalRequest.objects.get(pk=request_.pk).status == "pending"
+
+
+def test_a_notification_that_keeps_failing_is_given_up_after_notify_max_retries(
+    receiver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    request_ = make_gate()
+    Receiver.statuses = [503] * 10
+    path = "approvals.notifiers.webhook.WebhookNotifier"
+    webhook = {"NOTIFY_WEBHOOK_URL": receiver, "NOTIFY_WEBHOOK_SECRET": "s3cret", "NOTIFY_MAX_RETRIES": 2}
+
+    with override_settings(**webhook), caplog.at_level(logging.ERROR, logger="approvals.tasks"):
+        # Eagerly, each retry runs at once (no countdown): the first try, then two retries.
+        result = tasks.notify_task.apply(args=[path, notify.PENDING, request_.pk, "d-1"])
+
+    assert len(Receiver.received) == 3
+    assert (result.state, result.result) == ("SUCCESS", False)  # given up: not failed, not retried again
+    assert [r.getMessage() for r in caplog.records if "giving up" in r.getMessage()] == [
+        f"giving up on {path} for request {request_.pk} after 3 tries"
+    ]
