@@ -145,7 +145,7 @@ def test_a_notification_that_keeps_failing_is_given_up_after_notify_max_retries(
 
     with override_settings(**webhook), caplog.at_level(logging.ERROR, logger="approvals.tasks"):
         # Eagerly, each retry runs at once (no countdown): the first try, then two retries.
-        result = tasks.notify_task.apply(args=[path, notify.PENDING, request_.pk, "d-1"])
+        result = tasks.notify_task.apply(args=(path, notify.PENDING, request_.pk, "d-1"))
 
     assert len(Receiver.received) == 3
     assert (result.state, result.result) == ("SUCCESS", False)  # given up: not failed, not retried again
