@@ -180,3 +180,13 @@ def test_requests_during_a_database_outage_get_a_clear_503(
     text = response.content.decode()
     assert "database is unavailable" in text and "Traceback" not in text
     assert not [r for r in caplog.records if r.exc_info]  # logged as an outage, not as a crash
+
+
+def test_healthz_is_503_and_names_the_database_while_it_is_down(client: Client) -> None:
+    with database_down():
+        response = client.get("/healthz")
+
+    health = response.json()
+    assert response.status_code == 503
+    assert (health["ok"], health["database"]["ok"]) == (False, False)
+    assert health["database"]["error"]
