@@ -137,3 +137,21 @@ def test_before_the_graph_has_run_only_the_question_changes_and_becomes_its_inpu
     assert chat.edit_errors(before=before, after=blank) == {
         "messages.0.content": "the question cannot be empty"
     }
+
+
+def test_a_compiled_graph_is_taken_too_and_recompiled_onto_gatehouses_saver() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from checkpoints.langgraph import GatehouseSaver
+
+    builder = StateGraph(Chat)
+    builder.add_node("node", answer)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    agent = LangGraphAgent(name="lg-edits", graph=builder.compile(checkpointer=InMemorySaver()))
+    try:
+        assert isinstance(agent.compiled.checkpointer, GatehouseSaver)
+        values = stored(agent, "lg-compiled-1", {"messages": [HumanMessage("hi", id="h-1")]})
+        assert [m["content"] for m in values["messages"]] == ["hi", "You said hi"]
+    finally:
+        agent.saver.close()  # type: ignore[attr-defined]

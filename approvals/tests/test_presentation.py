@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from agents.examples.agents import issue_refund
-from agents.tools import ToolArgumentsError
+from agents.tools import Approval, ToolArgumentsError
 from approvals import presentation
 from approvals.models import ApprovalRequest
 from tests.factories import make_gate, make_user
@@ -44,6 +44,20 @@ def test_an_email_preview_shows_subject_and_body_with_its_line_breaks() -> None:
 def test_the_generic_preview_escapes_and_keeps_text_as_written() -> None:
     html = str(presentation.preview(agent="nope", action="post", args={"text": "<b>hi</b>\nthere"}))
     assert "&lt;b&gt;hi&lt;/b&gt;\nthere" in html
+
+
+def test_a_render_function_returns_markdown_shown_through_the_sanitizer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def render(args: dict[str, object]) -> str:
+        return f"**Refund** of {args['amount_cents']} cents <script>alert(1)</script>"
+
+    monkeypatch.setattr(presentation, "gate_approval", lambda **_: Approval(render=render))
+
+    html = presentation.preview(agent="refunds", action="issue_refund", args={"amount_cents": 4250})
+
+    assert html.startswith('<div class="preview">') and "<strong>Refund</strong> of 4250 cents" in html
+    assert "<script>" not in html
 
 
 def test_inbox_rows_show_the_summary_and_the_threads_first_message() -> None:
