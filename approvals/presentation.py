@@ -76,6 +76,7 @@ CHECKPOINT_KEYS = {"previous_head": "Head before", "from_checkpoint": "Forked fr
 ARGS_KEYS = {"args_seen": "Arguments seen", "args": "Arguments decided"}
 LABELS = {"seen_digest": "State seen (digest)"}
 LONG_TEXT = 400
+EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
 def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,8 +93,14 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
             changes = [_change(c) for c in value if isinstance(c, dict)]
             facts.append({"kind": "changes", "label": "Changes", "value": changes})
         elif key == "diff" and isinstance(value, dict):  # a policy's fields: {field: [old, new]}
-            changes = [_field_change(field, pair) for field, pair in value.items()]
+            changes = [
+                _field_change(field, pair)
+                for field, pair in value.items()
+                if not (isinstance(pair, list) and all(side in EMPTY for side in pair))  # left empty
+            ]
             facts.append({"kind": "changes", "label": "Changes", "value": changes})
+        elif key == "policy" and isinstance(value, dict) and {"name", "version"} <= set(value):
+            facts.append({"kind": "text", "label": label, "value": f"'{value['name']}' v{value['version']}"})
         elif key in CHECKPOINT_KEYS and isinstance(value, str) and value:
             facts.append({"kind": "checkpoint", "label": label, "value": value})
         elif key in ARGS_KEYS and isinstance(value, dict):
@@ -106,7 +113,7 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _field_change(field: str, pair: Any) -> dict[str, str]:
     old, new = pair if isinstance(pair, list) and len(pair) == 2 else (None, pair)
-    kind = "added" if old in (None, "", []) else "removed" if new in (None, "", []) else "changed"
+    kind = "added" if old in EMPTY else "removed" if new in EMPTY else "changed"
     return _change({"kind": kind, "path": field, "old": old, "new": new})
 
 

@@ -97,6 +97,8 @@ def test_the_ledger_shows_a_policy_change_as_old_to_new_by_field() -> None:
     changed = f'<code class="path">when</code> {old} → {new}'
     assert changed in html
     assert '<code class="path">name</code> added <ins>small</ins>' in html  # the create
+    assert '<code class="path">queue</code>' not in html  # a field left empty is no change
+    assert "&#x27;small&#x27; v2" in html  # the policy by name and version, not as JSON
     assert "&quot;when&quot;" not in html  # not the diff as JSON text
 
 
