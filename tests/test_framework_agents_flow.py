@@ -1,7 +1,8 @@
 """What every framework adapter does alike, for each example agent written with another
 framework, over the HTTP API with a real Celery worker and the offline model: an edit runs the
-edited call and shows it edited, a bad edit is a 400 naming the field, a rejection reaches the
-model as a reason and refunds nothing, and an approved call shows as already done."""
+edited call and shows it edited, a bad edit is a 400 naming the field, a rejection (a person's or
+a policy's) reaches the model as a reason and refunds nothing, and an approved call shows as
+already done."""
 
 from typing import Any
 
@@ -9,12 +10,14 @@ import pytest
 from django.test import Client
 
 from agents.examples.models import Refund
+from approvals.actions.policies import do_create_policy
 from checkpoints.models import Checkpoint
 from tests.factories import Api, api_for, make_user
 from tests.test_refunds_flow import (
     decide,
     gate,
     last_message,
+    start,
     wait_status,
 )
 
@@ -89,3 +92,23 @@ def test_an_approved_call_shows_as_already_done_on_its_thread(api: Api, agent: s
     effects = html.partition("data-effects>")[2].partition("</div>")[0]
     assert "Already done on this thread" in effects
     assert "Refund <strong>$42.50</strong> to the customer of order <code>ORD-1001</code>" in effects
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_policys_deny_reaches_the_model_naming_the_policy_and_refunds_nothing(api: Api, agent: str) -> None:
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "no refunds",
+            "tool": "issue_refund",
+            "when": "true",
+            "action": "deny",
+            "message": "Ask a manager.",
+        },
+    )
+    thread_id = start(api, "Please refund order ORD-1003", agent=agent)
+
+    done = wait_status(api, thread_id, "done")
+    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
+    assert results[-1] == "Rejected automatically by policy 'no refunds' v1: Ask a manager."
+    assert Refund.objects.count() == 0
