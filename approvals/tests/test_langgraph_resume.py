@@ -1,0 +1,46 @@
+"""Resuming a LangGraph thread from a `Command(resume=...)`: with several interrupts pending, a
+bare answer is ambiguous (422 on the API: resume by id); answers by id decide only theirs."""
+
+import pytest
+
+from agents.actions import InvalidInput
+from approvals.actions.langgraph_runs import do_resume
+from approvals.models import ApprovalRequest, ApprovalStatus
+from tests.factories import make_gate, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def two_interrupts() -> tuple[ApprovalRequest, ApprovalRequest]:
+    """One thread's two pending requests, asked by two interrupts (keys `interrupt:index`)."""
+    first = make_gate(args={"order_id": "ORD-1001", "amount_cents": 100})
+    other = make_gate(args={"order_id": "ORD-1003", "amount_cents": 300})
+    ApprovalRequest.objects.filter(pk=first.pk).update(key="int-a:0")
+    ApprovalRequest.objects.filter(pk=other.pk).update(key="int-b:0", thread_id=first.thread_id)
+    return ApprovalRequest.objects.get(pk=first.pk), ApprovalRequest.objects.get(pk=other.pk)
+
+
+def test_a_bare_answer_with_several_interrupts_pending_is_refused_naming_them() -> None:
+    first, other = two_interrupts()
+    olga = make_user("olga", "admin")
+
+    with pytest.raises(InvalidInput) as refused:
+        do_resume(user=olga, thread_id=first.thread_id, resume={"decisions": [{"type": "approve"}]})
+
+    assert refused.value.errors == {"command": "several interrupts are pending: resume by id (int-a, int-b)"}
+    statuses = ApprovalRequest.objects.filter(pk__in=[first.pk, other.pk]).values_list("status", flat=True)
+    assert set(statuses) == {ApprovalStatus.PENDING}
+
+
+def test_an_answer_by_id_decides_that_interrupts_request_only() -> None:
+    first, other = two_interrupts()
+    olga = make_user("olga", "admin")
+
+    do_resume(
+        user=olga,
+        thread_id=first.thread_id,
+        resume={"int-a": {"decisions": [{"type": "reject", "message": "no"}]}},
+    )
+
+    assert ApprovalRequest.objects.get(pk=first.pk).status == ApprovalStatus.REJECTED
+    assert ApprovalRequest.objects.get(pk=other.pk).status == ApprovalStatus.PENDING
