@@ -57,8 +57,7 @@ class World:
 
 
 @pytest.fixture
-def world(settings: Any) -> World:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
+def world() -> World:
     admin = make_user("ada", "admin")
     admin.is_staff = admin.is_superuser = True
     admin.save()

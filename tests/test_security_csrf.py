@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
@@ -21,8 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def gate(settings: Any) -> ApprovalRequest:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def gate() -> ApprovalRequest:
     return make_gate()
 
 

@@ -3,7 +3,6 @@ every page (inbox, decision, thread, checkpoint, diff, threads list, ledger, Dja
 markdown descriptions go through the sanitizer."""
 
 from html.parser import HTMLParser
-from typing import Any
 
 import pytest
 from django.test import Client
@@ -60,10 +59,9 @@ def scan(html: str) -> Scan:
 
 
 @pytest.fixture
-def hostile(settings: Any) -> ApprovalRequest:
+def hostile() -> ApprovalRequest:
     """An outreach thread whose user input, model output and email (free text its tool accepts)
     all carry the payload."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return make_gate(
         agent="outreach",
         action="send_email",

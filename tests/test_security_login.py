@@ -16,17 +16,12 @@ from django.core.cache import cache
 from django.test import Client
 
 from approvals.actions.tokens import do_create_token
-from tests.factories import make_user
+from tests.factories import make_user, settings_read_with
 from tests.live import LiveServices, free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_ready")]
 
 PASSWORD = "pw-for-tests-only"
-
-
-@pytest.fixture(autouse=True)
-def fast_hashes(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def fresh_name() -> str:
@@ -201,3 +196,13 @@ def counted_failure(url: str, *, forwarded_for: str) -> Iterator[str]:
     finally:
         if counted["127.0.0.1"]:
             cache.decr(own_key)  # other live tests log in from 127.0.0.1 too
+
+
+def test_a_deployment_hashes_passwords_with_djangos_default_only_the_suite_with_md5(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deployed = settings_read_with(monkeypatch, PYTEST_VERSION=None)
+    under_pytest = settings_read_with(monkeypatch, PYTEST_VERSION="8")
+
+    assert "PASSWORD_HASHERS" not in deployed  # Django's: PBKDF2 first
+    assert under_pytest["PASSWORD_HASHERS"] == ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -16,8 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def olga(settings: Any) -> Any:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
+def olga() -> Any:
     return make_user("olga", "operator", "reviewer")
 
 

@@ -20,11 +20,6 @@ pytestmark = pytest.mark.django_db
 MODEL_PAGES = ["approvals/queue", "approvals/apitoken", "auth/user", "auth/group", "checkpoints/thread"]
 
 
-@pytest.fixture(autouse=True)
-def fast_users(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def client_for(user: Any) -> Client:
     client = Client()
     client.force_login(user)

@@ -77,7 +77,6 @@ def test_ciphertext_no_key_opens_is_reported_by_verify_ledger_not_raised(setting
 def test_data_the_configured_keys_cannot_open_is_a_clear_503_saying_which_setting(
     settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
     settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
     rita = make_user("rita", "reviewer")
     request_ = make_gate()

@@ -19,8 +19,7 @@ RETIRED = "Cannot fork this thread: its agent 'retired' is not registered in thi
 
 
 @pytest.fixture
-def retired(settings: Any) -> ApprovalRequest:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
+def retired() -> ApprovalRequest:
     request_ = make_gate()
     Thread.objects.filter(pk=request_.thread_id).update(agent="retired")
     ApprovalRequest.objects.filter(pk=request_.pk).update(agent="retired")
