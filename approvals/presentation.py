@@ -7,6 +7,7 @@ an unknown agent or action gets the fallback.
 
 import json
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from django.template import TemplateDoesNotExist, TemplateSyntaxError
@@ -85,7 +86,7 @@ def ledger_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
     facts: list[dict[str, Any]] = []
     seen, decided = data.get("args_seen"), data.get("args")
     if isinstance(seen, dict) and isinstance(decided, dict) and seen != decided:  # a reviewer's edit
-        changes = [_change(c.__dict__) for c in diff_values(seen, decided)]
+        changes = [_change(asdict(c)) for c in diff_values(seen, decided)]
         facts.append({"kind": "changes", "label": "Arguments changed", "value": changes})
     for key, value in data.items():
         label = CHECKPOINT_KEYS.get(key) or ARGS_KEYS.get(key) or LABELS.get(key) or humanize(key)

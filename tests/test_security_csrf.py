@@ -2,19 +2,15 @@
 hashed at rest and revocable; the API takes no session cookie (so it needs no CSRF token)."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from django.conf import settings as django_settings
 from django.test import Client
 from django.utils import timezone
 
 from approvals.actions.tokens import do_create_token, do_revoke_token
 from approvals.models import ApiToken, ApprovalRequest
 from checkpoints.backends import get_backend
-from tests.factories import make_gate, make_user
+from tests.factories import make_gate, make_user, settings_read_with
 
 pytestmark = pytest.mark.django_db
 
@@ -121,24 +117,17 @@ def test_the_api_ignores_session_cookies_so_a_forged_cross_site_post_is_unauthen
     assert ApprovalRequest.objects.get(pk=gate.pk).status == "pending"
 
 
-def test_session_and_csrf_cookies_are_httponly_lax_and_secure_when_configured() -> None:
+def test_session_and_csrf_cookies_are_httponly_lax_and_secure_when_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     make_user("rita", "reviewer")
     client = Client()
     client.post("/login/", {"username": "rita", "password": "pw-for-tests-only"})
     session = client.cookies["sessionid"]
     assert session["httponly"] and session["samesite"] == "Lax"
 
-    code = "from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"
-    env = {**os.environ, "SECURE_COOKIES": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    shown = subprocess.run(
-        [sys.executable, "-c", f"import django; django.setup(); {code}"],
-        env=env,
-        cwd=django_settings.BASE_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert shown.stdout.split() == ["True", "True"]
+    read = settings_read_with(monkeypatch, SECURE_COOKIES="1")
+    assert [read["SESSION_COOKIE_SECURE"], read["CSRF_COOKIE_SECURE"]] == [True, True]
 
 
 def test_api_tokens_are_stored_only_as_hashes() -> None:
