@@ -45,7 +45,7 @@ def filtered_threads(user: User, filters: ThreadFilters) -> QuerySet[Thread]:
     # Whole days in the current time zone, as datetime bounds on the column (not a date cast of it).
     if filters.created_after:
         rows = rows.filter(created_at__gte=_midnight(filters.created_after))
-    if filters.created_before:
+    if filters.created_before and filters.created_before < date.max:  # the last day has no day after
         rows = rows.filter(created_at__lt=_midnight(filters.created_before + timedelta(days=1)))
     if filters.decided_by:
         rows = rows.filter(approval_requests__decided_by__username=filters.decided_by).distinct()

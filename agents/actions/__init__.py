@@ -9,6 +9,7 @@ from agents.actions.control import (
     do_pause,
     do_resume,
     do_update_state,
+    registered_agent,
     replay_warnings,
 )
 from agents.actions.start import (
@@ -33,5 +34,6 @@ __all__ = [
     "do_resume",
     "do_start_thread",
     "do_update_state",
+    "registered_agent",
     "replay_warnings",
 ]

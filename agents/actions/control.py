@@ -49,14 +49,14 @@ def _locked(thread_id: str, *, allowed: tuple[ThreadStatus, ...], verb: str) -> 
     return thread
 
 
-def _agent(thread: ThreadData, *, verb: str) -> Agent:
-    """The thread's agent; an agent no longer registered (renamed or removed in a deploy) leaves
+def registered_agent(name: str, *, verb: str) -> Agent:
+    """A thread's agent; an agent no longer registered (renamed or removed in a deploy) leaves
     its threads readable, but nothing can run them on."""
     try:
-        return registry.get(thread.agent)
+        return registry.get(name)
     except UnknownAgent as exc:
         raise ThreadStateError(
-            f"Cannot {verb} this thread: its agent {thread.agent!r} is not registered in this deployment."
+            f"Cannot {verb} this thread: its agent {name!r} is not registered in this deployment."
         ) from exc
 
 
@@ -98,7 +98,7 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
     with transaction.atomic():
         allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
         thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
-        agent = _agent(thread, verb="edit the state of")
+        agent = registered_agent(thread.agent, verb="edit the state of")
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         valid = check_state(agent, values)
         if errors := agent.edit_errors(before=head.values, after=valid):
@@ -124,7 +124,7 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
     with transaction.atomic():
         allowed = (*ACTIVE, ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
         thread = _locked(thread_id, allowed=allowed, verb="fork")
-        agent = _agent(thread, verb="fork")
+        agent = registered_agent(thread.agent, verb="fork")
         origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
         valid = check_state(agent, values if values is not None else origin.values)
         if values is not None:
@@ -148,7 +148,7 @@ def do_continue(thread_id: str, *, text: str, actor: str) -> Written:
     """Add a user message to a finished thread and run it on from its head."""
     with transaction.atomic():
         thread = _locked(thread_id, allowed=(ThreadStatus.DONE,), verb="continue")
-        agent = _agent(thread, verb="continue")
+        agent = registered_agent(thread.agent, verb="continue")
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         values = agent.state.apply(load_state(agent, head).model_dump(mode="json"), agent.input_update(text))
         return _write(

@@ -95,7 +95,7 @@ def filtered_events(filters: LedgerFilter) -> QuerySet[AuditEvent]:
         events = events.filter(thread_id=filters.thread)
     if filters.since:
         events = events.filter(created_at__gte=_day_start(filters.since))
-    if filters.until:
+    if filters.until and filters.until < date.max:  # the last day has no day after
         events = events.filter(created_at__lt=_day_start(filters.until) + timedelta(days=1))
     return events
 

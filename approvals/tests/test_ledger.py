@@ -139,6 +139,18 @@ def test_admins_filter_the_ledger_and_export_it_as_csv(events: list[AuditEvent])
     assert client.get("/ledger/", {"since": "not-a-date"}).status_code == 400
 
 
+def test_the_ledger_filters_from_the_first_to_the_last_day_a_date_can_name(events: list[AuditEvent]) -> None:
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+    ends = {"since": "0001-01-01", "until": "9999-12-31"}  # the last day has no day after
+
+    page = client.get("/ledger/", ends)
+    exported = client.get("/ledger.csv", ends)
+
+    assert page.status_code == 200 and "decision.approve" in page.content.decode()
+    assert "decision.approve" in b"".join(exported.streaming_content).decode()  # type: ignore[attr-defined]
+
+
 def test_csv_cells_that_would_run_as_formulas_are_quoted(events: list[AuditEvent]) -> None:
     do_audit(actor=None, action="=cmd", thread_id="t-1")
     client = Client()

@@ -63,6 +63,8 @@ def test_a_fork_an_edit_of_its_state_or_of_a_calls_arguments_is_refused_clearly(
     assert (fork.status_code, fork.json()["detail"]) == (409, RETIRED)
     page = web.post(f"/threads/{thread}/checkpoints/{checkpoint}/", {"confirm": "1"})
     assert page.status_code == 409 and escape(RETIRED) in page.content.decode()
+    preview = web.post(f"/threads/{thread}/checkpoints/{checkpoint}/")  # "Review the fork…"
+    assert preview.status_code == 409 and escape(RETIRED) in preview.content.decode()
     edit = web.post(f"/threads/{thread}/state/", {"values": json.dumps({"messages": []})})
     refused = escape("its agent 'retired' is not registered")
     assert edit.status_code == 409 and refused in edit.content.decode()

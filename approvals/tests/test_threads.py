@@ -392,6 +392,18 @@ def test_the_thread_list_filters_by_dates_and_decider_and_pages_newest_activity_
     assert ids(decided_by="olga") == []
 
 
+def test_the_first_and_last_days_a_date_can_name_filter_without_an_error() -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    web = Client()
+    web.force_login(olga)
+    ends = {"created_after": "0001-01-01", "created_before": "9999-12-31"}  # no day after the last
+
+    assert [t["id"] for t in api(olga).get("/api/threads", ends).json()] == [request_.thread_id]
+    page = web.get("/threads/", ends)
+    assert page.status_code == 200 and request_.thread_id in page.content.decode()
+
+
 def test_a_reviewer_reads_only_threads_in_their_queues() -> None:
     rita = make_user("rita", "reviewer")
     request_ = make_gate()

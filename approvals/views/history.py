@@ -8,8 +8,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from agents.actions import InvalidInput, ThreadStateError, check_state, replay_warnings
-from agents.registry import registry
+from agents.actions import InvalidInput, ThreadStateError, check_state, registered_agent, replay_warnings
 from approvals import effects, thread_selectors
 from approvals.access import Access
 from approvals.actions.errors import NotAllowed
@@ -62,7 +61,7 @@ def _fork(
         values = parse_state(context["text"])
         edited = values != context["item"].values
         if not request.POST.get("confirm"):
-            check_state(registry.get(thread.agent), values)
+            check_state(registered_agent(thread.agent, verb="fork"), values)
             context["preview"] = {"edited": edited, "changes": diff_values(context["item"].values, values)}
             return render(request, "approvals/checkpoint.html", context)
         do_fork_thread(
