@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deepdiff import DeepDiff
-from deepdiff.path import parse_path
 
 _KINDS = {
     "dictionary_item_added": "added",
@@ -16,8 +15,6 @@ _KINDS = {
     "values_changed": "changed",
     "type_changes": "changed",
 }
-_ROOT = re.compile(r"^root")
-_KEY = re.compile(r"\['([^']*)'\]")
 
 
 @dataclass(frozen=True)
@@ -41,21 +38,22 @@ class Change:
 def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """List the changes from old to new, in path order. A call's arguments or a tool's result
     that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
-    report = DeepDiff(old, new, verbose_level=2, view="text")
+    report = DeepDiff(old, new, view="tree")
     changes = [
         change
         for key, kind in _KINDS.items()
-        for path, detail in report.get(key, {}).items()
-        for change in _within_encoded(_change(kind, _path(path), detail), old=old, deepdiff_path=path)
+        for level in report.get(key, [])
+        for change in _within_encoded(
+            _change(kind, level), old=old, elements=level.path(output_format="list")
+        )
     ]
     return sorted(changes, key=lambda c: _sort_key(c.path))
 
 
-def _within_encoded(change: Change, *, old: dict[str, Any], deepdiff_path: str) -> list[Change]:
+def _within_encoded(change: Change, *, old: dict[str, Any], elements: list[Any]) -> list[Change]:
     """A changed value held as JSON text (_encoded_keys), with objects on both sides, as the
     fields that differ inside them, each with its path below the text's. Text that is not an
     object, or that differs only in its spelling (spacing, key order), stays one change."""
-    elements = parse_path(deepdiff_path)
     if change.kind != "changed" or not elements:
         return [change]
     container: Any = old
@@ -68,14 +66,14 @@ def _within_encoded(change: Change, *, old: dict[str, Any], deepdiff_path: str) 
     return [replace(c, path=f"{change.path}.{c.path}") for c in inner] or [change]
 
 
-def _change(kind: str, path: str, detail: Any) -> Change:
+def _change(kind: str, level: Any) -> Change:
+    """One change from a DeepDiff tree level; its path read from the level's elements, not
+    parsed back from DeepDiff's text (a key holding both quote marks has no round trip)."""
+    path = "".join(f"[{e}]" if isinstance(e, int) else f".{e}" for e in level.path(output_format="list"))
+    path = path.lstrip(".")
     if kind == "changed":
-        return Change(kind, path, detail.get("old_value"), detail.get("new_value"))
-    return Change(kind, path, None, detail) if kind == "added" else Change(kind, path, detail, None)
-
-
-def _path(deepdiff_path: str) -> str:
-    return _KEY.sub(r".\1", _ROOT.sub("", deepdiff_path)).lstrip(".")
+        return Change(kind, path, level.t1, level.t2)
+    return Change(kind, path, None, level.t2) if kind == "added" else Change(kind, path, level.t1, None)
 
 
 def _sort_key(path: str) -> list[tuple[int, Any]]:

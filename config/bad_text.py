@@ -67,13 +67,15 @@ def request_problem(request: HttpRequest) -> str:
             for value in (key, *values):
                 if problem := text_problem(value):
                     return f"the field {key!r} {problem}"
-    elif content_type == "application/json" and request.body:
-        try:
-            body = json.loads(request.body)
-        except ValueError:
-            return ""  # malformed JSON: the view says where, with its own 400
-        return first_problem(body, "body")
-    return ""
+    if content_type == "multipart/form-data" or not request.body:  # a multipart body is read once
+        return ""
+    # Any other body may be JSON to its view: django-ninja parses a body whatever its type says
+    # (curl -d sends a form type).
+    try:
+        body = json.loads(request.body)
+    except ValueError:
+        return ""  # not JSON: a form, checked above, or malformed, and the view says where
+    return first_problem(body, "body")
 
 
 def refuse(request: HttpRequest, problem: str) -> HttpResponse:

@@ -85,6 +85,20 @@ def test_a_nul_or_a_lone_surrogate_anywhere_in_an_api_request_is_a_clear_400_nam
     assert everything() == before
 
 
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+def test_a_json_body_sent_under_another_type_is_checked_too(content_type: str) -> None:
+    # django-ninja reads a body as JSON whatever its type says; `curl -d` sends a form type.
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=admin_user())}"})
+    before = everything()
+
+    body = json.dumps({"agent": "refunds", "input": "x \ud800"})
+    response = api.post("/api/threads", body, content_type=content_type)
+
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("Refused: body.input contains a")
+    assert everything() == before
+
+
 PAGE_CASES = [
     ("get", "/threads/a%00b/", None, "the path"),
     ("get", "/threads/a%00b/diff/", None, "the path"),

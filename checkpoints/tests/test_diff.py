@@ -100,3 +100,17 @@ def test_keys_that_are_digits_beside_names_sort_without_error() -> None:
     new = {"0": {"a": 2, "0": 2, "²": 2}, "b": 2}
 
     assert [c.path for c in diff_values(old, new)] == ["0.0", "0.a", "0.²", "b"]
+
+
+def test_a_key_holding_both_quote_marks_or_dots_is_named_as_it_is() -> None:
+    # DeepDiff spells such a key root["a'b\"c"]: parsed back, it named a key that is not there.
+    key = "a'b\"c.d"
+    old = {"messages": [{"role": "user", key: "1"}], "o'k": {"x y": 1}}
+    new = {"messages": [{"role": "user", key: "2"}], "o'k": {"x y": 2}}
+
+    changes = diff_values(old, new)
+
+    assert [(c.kind, c.path, c.old, c.new) for c in changes] == [
+        ("changed", f"messages[0].{key}", "1", "2"),
+        ("changed", "o'k.x y", 1, 2),
+    ]
