@@ -1,4 +1,4 @@
-"""404, 403 and 500 answer in the app's own layout, with a way back; 500 needs no request."""
+"""404, 403 (a stale form's too) and 500 answer in the app's own layout, with a way back; 500 needs no request."""
 
 import pytest
 from django.test import Client, RequestFactory
@@ -30,6 +30,19 @@ def test_a_page_the_role_may_not_open_is_a_403_that_says_why() -> None:
     html = response.content.decode()
     assert response.status_code == 403
     assert 'class="topbar"' in html and "Only admins may read the audit ledger." in html
+    assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html
+
+
+def test_a_form_with_a_stale_csrf_token_is_a_403_in_the_layout_saying_what_to_do() -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user("rita", "reviewer"))
+
+    response = client.post("/logout/")  # no token: as after a log-in in another tab
+
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert 'class="topbar"' in html and "This form has expired" in html and "Nothing was changed" in html
+    assert "<span>rita</span>" in html  # the top bar of a signed-in person, links and all
     assert 'href="/">Back to the inbox</a>' in html and 'href="/threads/">Threads</a>' in html
 
 
