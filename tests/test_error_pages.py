@@ -1,4 +1,5 @@
-"""404, 403 (a stale form's too) and 500 answer in the app's own layout, with a way back; 500 needs no request."""
+"""404, 403 (a stale form's too) and 500 answer in the app's own layout, with a way back; 500 needs
+no request."""
 
 import pytest
 from django.test import Client, RequestFactory

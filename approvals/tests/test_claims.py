@@ -194,6 +194,8 @@ def test_a_reassign_answers_alike_for_an_unknown_user_and_one_who_may_not_decide
     assert answers("sam") == answers("nobody")
     assert answers("sam")[0] == 400
     assert claimed_by(request_) is None
+    moved = page.post(f"/approvals/{request_.pk}/claim/", {"op": "reassign", "to": "rita"})  # the page's form
+    assert moved.status_code in (200, 302) and claimed_by(request_) == "rita"
 
 
 def test_the_api_refuses_unknown_fields_instead_of_ignoring_them() -> None:

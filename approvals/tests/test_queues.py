@@ -119,6 +119,20 @@ def test_the_inbox_page_filters_and_refuses_unknown_filter_values() -> None:
     assert "Those filters are not valid" in bad.content.decode()
 
 
+def test_the_inbox_page_filters_by_age_and_agent_and_says_when_nothing_matches() -> None:
+    old, new = make_gate(), make_gate()
+    ApprovalRequest.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    client = Client()
+    client.force_login(make_user("rita", "reviewer"))
+
+    waiting_an_hour = client.get("/", {"age": "3600"}).content.decode()
+    assert f'id="approval-{old.pk}"' in waiting_an_hour and f'id="approval-{new.pk}"' not in waiting_an_hour
+    everyone = client.get("/", {"agent": "refunds"}).content.decode()
+    assert f'id="approval-{old.pk}"' in everyone and f'id="approval-{new.pk}"' in everyone
+    a_day = client.get("/", {"age": "86400"}).content.decode()
+    assert "Nothing here matches these filters." in a_day and f'id="approval-{old.pk}"' not in a_day
+
+
 def test_a_claimed_request_may_be_decided_only_by_its_claimer() -> None:
     rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
     request_ = make_gate()

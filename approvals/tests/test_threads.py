@@ -390,6 +390,10 @@ def test_the_thread_list_filters_by_dates_and_decider_and_pages_newest_activity_
     assert ids(created_before=two_days_ago) == [old.thread_id]
     assert ids(decided_by="rita") == [decided.thread_id]
     assert ids(decided_by="olga") == []
+    web = Client()
+    web.force_login(olga)
+    page = web.get("/threads/", {"created_before": two_days_ago}).content.decode()  # the page's range too
+    assert old.thread_id in page and quiet.thread_id not in page and decided.thread_id not in page
 
 
 def test_the_first_and_last_days_a_date_can_name_filter_without_an_error() -> None:
