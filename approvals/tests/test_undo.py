@@ -20,6 +20,7 @@ from approvals.actions.errors import NotAllowed
 from approvals.actions.tokens import do_create_token
 from approvals.actions.undo import TooLateToUndo, do_take_effect, do_undo
 from approvals.models import ApprovalRequest, AuditEvent
+from approvals.tasks import take_effect_due_task
 from checkpoints.models import Thread
 from tests.factories import make_gate, make_user
 
@@ -87,6 +88,28 @@ def test_after_the_window_the_decision_takes_effect_once_and_can_no_longer_be_un
 
     assert list(stored_decisions(request_)) == [request_.key]
     assert Thread.objects.get(pk=request_.thread_id).status == "running"
+
+
+def test_the_beat_sweep_lets_decisions_past_their_window_take_effect_when_the_delayed_task_was_lost(
+    settings: Settings,
+) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita = make_user("rita", "reviewer")
+    past, inside = make_gate(), make_gate()
+    approve(past, rita)
+    approve(inside, rita)
+    window_ends(past)  # its delayed take-effect task never came (lost with Redis)
+
+    assert (
+        settings.CELERY_BEAT_SCHEDULE["decisions-take-effect"]["task"]
+        == "approvals.tasks.take_effect_due_task"
+    )
+    assert take_effect_due_task() == 1
+    assert take_effect_due_task() == 0  # once
+
+    assert list(stored_decisions(past)) == [past.key] and stored_decisions(inside) == {}
+    assert Thread.objects.get(pk=past.thread_id).status == "running"
+    assert Thread.objects.get(pk=inside.thread_id).status == "waiting"
 
 
 def test_only_the_reviewer_who_decided_or_an_admin_may_undo(settings: Settings) -> None:
