@@ -1,3 +1,4 @@
+import http.client
 import json
 import subprocess
 import time
@@ -41,3 +42,24 @@ def test_healthz_is_503_quickly_when_redis_is_down(client: Client, settings: Set
     assert "secret" not in health["redis"]["url"]
     assert health["celery"] == {"ok": False, "workers": 0}
     assert elapsed < 2.5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_server_names_no_software_and_keeps_an_idle_connection_past_uvicorns_default(
+    live_server_url: str,
+) -> None:
+    # A worker's model client reuses its connections: closed after uvicorn's default 5 idle
+    # seconds, a request sent as the server closes fails. `serve` keeps them 75 s.
+    host, port = live_server_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("GET", "/healthz")
+    first = connection.getresponse()
+    first.read()
+    time.sleep(6)
+    connection.request("GET", "/healthz")  # on the same socket
+    again = connection.getresponse()
+    again.read()  # uvicorn's default would have closed it: RemoteDisconnected
+    connection.close()
+
+    assert first.getheader("Server") is None and again.getheader("Server") is None
+    assert again.status in (200, 503)  # 503 without a worker; answered either way
