@@ -12,8 +12,9 @@ from pytest_django.fixtures import Settings
 from approvals.actions.audit import do_audit
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.ledger import verify_ledger
+from approvals.actions.policies import do_create_policy
 from approvals.actions.tokens import do_create_token
-from approvals.models import ApprovalRequest, AuditEvent
+from approvals.models import ApprovalRequest, AuditEvent, Signoff
 from checkpoints.sealed_columns import stored_text
 from tests.factories import make_gate, make_user
 
@@ -97,3 +98,33 @@ def test_data_the_configured_keys_cannot_open_is_a_clear_503_saying_which_settin
     assert listed.status_code == 503
     assert "rotate_checkpoint_key" in listed.json()["detail"]
     assert "encrypted data cannot be opened" in caplog.text  # an error for the operator to fix
+
+
+def test_a_sign_off_s_edited_arguments_are_encrypted_and_read_back(settings: Settings) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "two people",
+            "tool": "issue_refund",
+            "when": "true",
+            "action": "require",
+            "approvers": 2,
+        },
+    )
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    edited = {"order_id": "ORD-1001", "amount_cents": 3131}
+    do_decide(
+        request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="edit", args=edited)
+    )
+
+    signoff = Signoff.objects.get(request=request_)
+    stored = str(
+        Signoff.objects.filter(pk=signoff.pk)
+        .annotate(_s=stored_text("args"))
+        .values_list("_s", flat=True)
+        .get()
+    )
+    assert stored.startswith("gAAAA") and "3131" not in stored
+    assert signoff.args == edited
