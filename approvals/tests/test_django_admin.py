@@ -61,3 +61,23 @@ def test_other_roles_get_no_model_page_even_as_staff(role: str) -> None:
 
     for page in MODEL_PAGES:
         assert client.get(f"/admin/{page}/").status_code == 302, page  # to the admin's login
+
+
+def test_the_thread_admin_shows_storage_and_recent_checkpoints_and_deletes_through_the_store() -> None:
+    from checkpoints.models import Checkpoint, StoredValue, Thread
+    from tests.factories import make_gate
+
+    gone, other, kept = make_gate(), make_gate(), make_gate()
+    admin = client_for(make_user("ada", "admin"))
+
+    page = admin.get(f"/admin/checkpoints/thread/{gone.thread_id}/change/").content.decode()
+    assert "Newest 50 checkpoints" in page and "Storage" in page and str(gone.checkpoint_id) in page
+    deleted = admin.post(
+        "/admin/checkpoints/thread/",
+        {"action": "delete_threads", "_selected_action": [gone.thread_id, other.thread_id]},
+    )
+
+    assert deleted.status_code == 302
+    assert list(Thread.objects.values_list("id", flat=True)) == [kept.thread_id]
+    assert set(Checkpoint.objects.values_list("thread_id", flat=True)) == {kept.thread_id}
+    assert set(StoredValue.objects.values_list("thread_id", flat=True)) == {kept.thread_id}
