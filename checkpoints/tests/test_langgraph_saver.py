@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
@@ -138,6 +138,18 @@ def test_a_pending_write_of_messages_loads_back_and_a_tampered_item_is_refused(
     LangGraphBlob.objects.filter(thread_id="t-writes", key__in=keys).update(data=b"msgpack\0tampered")
     with pytest.raises(CorruptCheckpoint):
         savers().get_tuple(at)
+
+
+@pytest.mark.postgres_only  # SQLite has one writer: the caller's IMMEDIATE transaction holds it
+def test_a_put_does_not_join_the_callers_transaction(savers: Callable[..., GatehouseSaver]) -> None:
+    # Its queries run on the saver's own thread and connection: a caller's rollback keeps them.
+    saver = savers()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        config = run_turns(saver, thread_id="outside-the-callers", turns=1)
+        raise RuntimeError("the caller rolls back")
+
+    assert LangGraphCheckpoint.objects.filter(thread_id="outside-the-callers").exists()
+    assert messages_of(savers(), config)
 
 
 def test_a_fresh_saver_continues_a_conversation_from_the_database(
