@@ -2,17 +2,17 @@
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date
 from typing import Any
 
 from django.db.models import Count, QuerySet
-from django.utils import timezone
 
 from agents.graph import Agent
 from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
 from approvals.access import Access, User
 from approvals.actions.standing import standing_decisions
+from approvals.day_range import whole_days
 from approvals.models import AuditEvent
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointError, CheckpointSummary
@@ -42,11 +42,7 @@ def filtered_threads(user: User, filters: ThreadFilters) -> QuerySet[Thread]:
         rows = rows.filter(agent=filters.agent)
     if filters.status:
         rows = rows.filter(status=filters.status)
-    # Whole days in the current time zone, as datetime bounds on the column (not a date cast of it).
-    if filters.created_after:
-        rows = rows.filter(created_at__gte=_midnight(filters.created_after))
-    if filters.created_before and filters.created_before < date.max:  # the last day has no day after
-        rows = rows.filter(created_at__lt=_midnight(filters.created_before + timedelta(days=1)))
+    rows = rows.filter(whole_days("created_at", since=filters.created_after, until=filters.created_before))
     if filters.decided_by:
         rows = rows.filter(approval_requests__decided_by__username=filters.decided_by).distinct()
     if filters.q:
@@ -72,10 +68,6 @@ def annotate_page(threads: list[Thread]) -> list[Thread]:
         thread.first_message = asked.get(thread.id, "")  # type: ignore[attr-defined]
         thread.pending = pending.get(thread.id, 0)  # type: ignore[attr-defined]
     return threads
-
-
-def _midnight(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def history(thread: Thread) -> list[Branch]:

@@ -39,14 +39,13 @@ def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """List the changes from old to new, in path order. A call's arguments or a tool's result
     that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
     report = DeepDiff(old, new, view="tree")
-    changes = [
-        change
-        for key, kind in _KINDS.items()
-        for level in report.get(key, [])
-        for change in _within_encoded(
-            _change(kind, level), old=old, elements=level.path(output_format="list")
-        )
-    ]
+    changes: list[Change] = []
+    for key, kind in _KINDS.items():
+        for level in report.get(key, []):
+            # The path's elements, not DeepDiff's text of it: a key holding both quote marks
+            # has no round trip through the text.
+            elements = level.path(output_format="list")
+            changes += _within_encoded(_change(kind, level, elements), old=old, elements=elements)
     return sorted(changes, key=lambda c: _sort_key(c.path))
 
 
@@ -66,11 +65,9 @@ def _within_encoded(change: Change, *, old: dict[str, Any], elements: list[Any])
     return [replace(c, path=f"{change.path}.{c.path}") for c in inner] or [change]
 
 
-def _change(kind: str, level: Any) -> Change:
-    """One change from a DeepDiff tree level; its path read from the level's elements, not
-    parsed back from DeepDiff's text (a key holding both quote marks has no round trip)."""
-    path = "".join(f"[{e}]" if isinstance(e, int) else f".{e}" for e in level.path(output_format="list"))
-    path = path.lstrip(".")
+def _change(kind: str, level: Any, elements: list[Any]) -> Change:
+    """One change from a DeepDiff tree level at the path of these elements."""
+    path = "".join(f"[{e}]" if isinstance(e, int) else f".{e}" for e in elements).lstrip(".")
     if kind == "changed":
         return Change(kind, path, level.t1, level.t2)
     return Change(kind, path, None, level.t2) if kind == "added" else Change(kind, path, level.t1, None)

@@ -2,14 +2,14 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from approvals.actions.audit import GENESIS_HASH, event_body, event_hash
+from approvals.day_range import whole_days
 from approvals.models import AuditEvent, LedgerHead
 from checkpoints.digest import canonical_json
 from checkpoints.fields import open_json
@@ -93,15 +93,7 @@ def filtered_events(filters: LedgerFilter) -> QuerySet[AuditEvent]:
         events = events.filter(action__startswith=filters.action)
     if filters.thread:
         events = events.filter(thread_id=filters.thread)
-    if filters.since:
-        events = events.filter(created_at__gte=_day_start(filters.since))
-    if filters.until and filters.until < date.max:  # the last day has no day after
-        events = events.filter(created_at__lt=_day_start(filters.until) + timedelta(days=1))
-    return events
-
-
-def _day_start(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+    return events.filter(whole_days("created_at", since=filters.since, until=filters.until))
 
 
 CSV_COLUMNS = ["id", "at", "actor", "action", "thread", "checkpoint", "approval", "data", "prev_hash", "hash"]
