@@ -40,8 +40,8 @@ class ThreadFilterForm(forms.Form):
 
     def filters(self) -> ThreadFilters:
         """The valid filters (invalid ones are dropped and shown as form errors)."""
-        data = self.cleaned_data if self.is_valid() else {}
-        return ThreadFilters(**{k: v for k, v in data.items() if v})
+        self.is_valid()  # cleaned_data then holds the valid fields, even when another is not
+        return ThreadFilters(**{k: v for k, v in self.cleaned_data.items() if v})
 
 
 def parse_state(text: str) -> dict[str, Any]:

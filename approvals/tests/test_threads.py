@@ -415,6 +415,22 @@ def test_the_first_and_last_days_a_date_can_name_filter_without_an_error() -> No
     assert page.status_code == 200 and request_.thread_id in page.content.decode()
 
 
+def test_an_invalid_filter_on_the_thread_list_is_dropped_and_said_the_others_still_apply() -> None:
+    olga = make_user("olga", "operator")
+    waiting = make_gate()
+    done = make_gate(
+        agent="outreach", action="send_email", args={"to": "b@example.com", "subject": "Hi", "body": "Yo"}
+    )
+    Thread.objects.filter(pk=done.thread_id).update(status=ThreadStatus.DONE)
+    web = Client()
+    web.force_login(olga)
+
+    for bad in ({"created_after": "notadate"}, {"q": "x" * 201}):
+        page = web.get("/threads/", {"status": "waiting", **bad}).content.decode()
+        assert waiting.thread_id in page and done.thread_id not in page, bad  # status still applies
+        assert "field-error" in page, bad  # and the bad one is said
+
+
 def test_a_reviewer_reads_only_threads_in_their_queues() -> None:
     rita = make_user("rita", "reviewer")
     request_ = make_gate()
