@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals import policy_cache
+from approvals.cel_scope import free_names
 from approvals.models import Policy, PolicyAction
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,6 @@ MAX_WHEN_CHARS = 2000
 MAX_APPROVERS = 10
 QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 VARIABLES = ("args", "agent", "tool", "thread", "effects", "now")
-MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
-"""The variable a macro binds (`effects.args.exists(a, a.amount_cents > 0)` binds `a`)."""
 
 
 @lru_cache(maxsize=4096)
@@ -67,7 +66,8 @@ def condition_error(when: str) -> str:
     except Exception as exc:
         return f"CEL error: {exc}"
     # Read from the program, not found by running it: `false && typo` never evaluates `typo`.
-    unknown = set(program.variables()) - set(VARIABLES) - set(MACRO_VARIABLE.findall(when))
+    # A macro's own variable is known where the macro binds it, and nowhere else.
+    unknown = (set(program.variables()) - set(VARIABLES)) & free_names(when)
     if unknown:
         names = ", ".join(sorted(unknown))
         return f"CEL error: unknown variable {names}. The variables are: {', '.join(VARIABLES)}."

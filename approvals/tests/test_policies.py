@@ -183,7 +183,14 @@ def test_a_condition_naming_an_unknown_variable_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "when", ["agent == 'refunds' && tenantt == 'acme'", "tool == 'issue_refund' && args.amount_cents > limit"]
+    "when",
+    [
+        "agent == 'refunds' && tenantt == 'acme'",
+        "tool == 'issue_refund' && args.amount_cents > limit",
+        # A macro's variable outside its macro: unknown there, though the macro binds it.
+        "agent == 'refunds' && a > 5 || effects.args.exists(a, a.amount_cents > 0)",
+        "effects.args.exists(a, a.amount_cents > 0) && args.tags.all(t, t != '') && t == 'x'",
+    ],
 )
 def test_an_unknown_variable_is_refused_even_where_evaluation_would_never_reach_it(when: str) -> None:
     with pytest.raises(InvalidInput) as error:
@@ -195,6 +202,10 @@ def test_an_unknown_variable_is_refused_even_where_evaluation_would_never_reach_
 def test_a_variable_a_macro_binds_is_not_unknown() -> None:
     made = policy("repeat", "effects.args.exists(a, a.order_id == args.order_id)", "approve")
     assert made.when.startswith("effects.args.exists")
+    nested = "effects.args.exists(a, args.tags.exists(t, t == a.tag)) && args.ids.map(i, i * 2).all(d, d > 0)"
+    assert policy("nested", nested, "approve").when == nested
+    quoted = "args.note == 'exists(a, ' && effects.args.all(a, a.ok) // a comment naming a"
+    assert policy("quoted", quoted, "approve").when == quoted
 
 
 def test_route_without_a_queue_and_require_without_approvers_are_refused() -> None:
