@@ -33,7 +33,7 @@ from approvals.http import AuthedRequest
 from approvals.models import ApprovalStatus
 from approvals.thread_selectors import HISTORY_LIMIT, ThreadFilters
 from checkpoints.backends.base import ThreadData, ThreadExists
-from checkpoints.models import Thread
+from checkpoints.models import Thread, ThreadStatus
 from checkpoints.store import tenant_of
 
 router = Router(tags=["threads"])
@@ -109,7 +109,7 @@ def get_thread(request: AuthedRequest, thread_id: str) -> Any:
 def list_threads(
     request: AuthedRequest,
     agent: Annotated[str, Field(max_length=100)] = "",
-    status: Annotated[str, Field(max_length=20)] = "",
+    status: ThreadStatus | None = None,  # a status that is none of them is a 400, not no threads
     created_after: date | None = None,
     created_before: date | None = None,
     decided_by: Annotated[str, Field(max_length=150)] = "",
@@ -119,7 +119,7 @@ def list_threads(
 ) -> Any:
     filters = ThreadFilters(
         agent=agent,
-        status=status,
+        status=status or "",
         created_after=created_after,
         created_before=created_before,
         decided_by=decided_by,

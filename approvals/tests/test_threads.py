@@ -320,6 +320,9 @@ def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     assert len(client.get("/api/threads", {"q": "refund ord-1001"}).json()) == 2  # words, any order
     assert client.get("/api/threads", {"q": "refund bob@example.com"}).json() == []
     assert client.get("/api/threads", {"q": "no such text"}).json() == []
+    unknown = client.get("/api/threads", {"status": "bogus"})  # not "no threads": a typo is said
+    assert unknown.status_code == 400 and "status" in unknown.content.decode()
+    assert len(client.get("/api/threads", {"status": ""}).json()) == 2  # blank: any status, as before
 
 
 def test_the_thread_search_matches_a_messages_values_never_its_field_names() -> None:
