@@ -434,6 +434,17 @@ def test_an_invalid_filter_on_the_thread_list_is_dropped_and_said_the_others_sti
         assert "field-error" in page, bad  # and the bad one is said
 
 
+def test_starting_a_thread_under_a_taken_id_is_a_409_that_leaves_it_alone() -> None:
+    taken = make_gate()
+    before = Thread.objects.get(pk=taken.thread_id).head_id
+    start = {"agent": "refunds", "input": "Refund ORD-1002 instead", "thread_id": taken.thread_id}
+
+    answer = api(make_user("olga", "operator")).post("/api/threads", start, content_type="application/json")
+
+    assert answer.status_code == 409 and taken.thread_id in answer.json()["detail"]
+    assert Thread.objects.get(pk=taken.thread_id).head_id == before
+
+
 def test_a_reviewer_reads_only_threads_in_their_queues() -> None:
     rita = make_user("rita", "reviewer")
     request_ = make_gate()
