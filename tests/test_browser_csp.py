@@ -80,6 +80,8 @@ def test_the_pages_work_under_the_policy(page: Page, live_server_url: str, admin
     # htmx (filters, live socket) and the thread list's search.
     page.goto(f"{live_server_url}/threads/")
     expect(page.locator("#live-status")).to_have_text("live")
+    # htmx evaluates no text as code and injects no <style> (README, "Security model").
+    assert page.evaluate("[htmx.config.allowEval, htmx.config.includeIndicatorStyles]") == [False, False]
     page.fill("input[name=q]", gate.thread_id)
     expect(page.locator("#thread-results")).to_contain_text(gate.thread_id)
 

@@ -303,6 +303,17 @@ def test_the_api_pages_history_with_limit_and_before() -> None:
     assert client.get(url, {"limit": "many"}).status_code == 400
 
 
+def test_a_history_page_holds_at_most_the_limit_and_at_least_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    olga = make_user("olga", "operator")
+    request_ = make_gate()
+    do_edit_state(request_.thread_id, user=olga, values=head_values(request_.thread_id))
+    monkeypatch.setattr("approvals.thread_selectors.HISTORY_LIMIT", 2)  # 1,000 in earnest
+    url = f"/api/threads/{request_.thread_id}/history"
+
+    assert len(api(olga).get(url, {"limit": 5000}).json()) == 2
+    assert len(api(olga).get(url, {"limit": 0}).json()) == 1
+
+
 def test_the_thread_list_filters_by_agent_status_and_text() -> None:
     olga = make_user("olga", "operator")
     make_gate()
