@@ -1,15 +1,18 @@
 """Preview a policy before saving it: the last N requests of its tool, decided by the whole
 ordered policy set with the candidate in place, next to what happened. Nothing is saved."""
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
 
+from agents.runtime import RESULT_PREFIX
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.policies import do_create_policy
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, AuditEvent, Policy
+from checkpoints.backends import get_backend
 from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
@@ -260,3 +263,38 @@ def test_the_preview_of_a_saved_policy_names_the_version_in_force() -> None:
     for page in (html, unchanged):
         assert f'data-request="{earlier.pk}"' in page
         assert "approved automatically by &#x27;small refunds&#x27; v1" in page
+
+
+def test_preview_decides_each_request_with_the_effects_done_before_it_and_now_its_time() -> None:
+    client = api_as("admin")
+    first = refund(2000)
+    approve(first, by="rita")
+    get_backend().put_write(  # the approved refund ran: an effect, from now on
+        thread_id=first.thread_id,
+        checkpoint_id=str(first.checkpoint_id),
+        task_id=RESULT_PREFIX + first.key,
+        kind="result",
+        value="refunded",
+    )
+    later = ApprovalRequest.objects.create(
+        **{
+            f: getattr(first, f)
+            for f in ("thread_id", "checkpoint_id", "agent", "action", "allowed_decisions")
+        },
+        key="call_second",
+        args={"order_id": "ORD-1001", "amount_cents": 2500},
+        state_digest=first.state_digest,
+    )
+    ApprovalRequest.objects.filter(pk=first.pk).update(created_at=datetime(2020, 6, 1, tzinfo=UTC))
+
+    def would(when: str) -> dict[int, str]:
+        body = preview(client, {"name": "p", "tool": "issue_refund", "when": when, "action": "deny"}).json()
+        return {r["request_id"]: r["would"] for r in body["changed"]}
+
+    # The first refund's gate saw no refund done yet; the later one saw the first.
+    assert would("effects.count == 0") == {first.pk: "denied automatically by 'p' v1"}
+    assert would("effects.count == 1 && effects.sum.amount_cents == 2000") == {
+        later.pk: "denied automatically by 'p' v1"
+    }
+    cutoff = (datetime(2020, 6, 1, tzinfo=UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert would(f"now < timestamp('{cutoff}')") == {first.pk: "denied automatically by 'p' v1"}
