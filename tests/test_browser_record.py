@@ -142,7 +142,11 @@ def test_effects_already_done_are_shown_on_the_decision_page_in_the_inbox_and_in
         timeout=30,
         message="the fork's gate",
     )
-    assert ApprovalRequest.objects.get(thread_id=thread_id, status="pending").args["order_id"] == "ORD-1004"
+    fork_gate = ApprovalRequest.objects.get(thread_id=thread_id, status="pending")
+    assert fork_gate.args["order_id"] == "ORD-1004"
+    # On the new branch, the refund done on the branch it left is still listed ("on any branch").
+    page.goto(f"{live_server_url}/threads/{thread_id}/checkpoints/{fork_gate.checkpoint_id}/")
+    expect(page.locator("#fork [data-effects]")).to_contain_text("$19.99")
 
 
 def edit_call(request_: ApprovalRequest, *, user: User, order: str) -> None:
