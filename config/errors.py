@@ -1,15 +1,40 @@
-"""The 404 view: Django's, except that an exception without a message shows none.
+"""The error views Django calls outside any view (an unknown address, a request it refuses to
+read, an exception nothing caught): pages in the app's layout, JSON under the APIs' paths.
 
-Django's own passes the exception's class name when it has no message, so an unknown address
-read "Resolver404 It may have been deleted…".
+Django's own 404 passes the exception's class name when it has no message, so an unknown
+address read "Resolver404 It may have been deleted…"; this one shows no message then.
 """
 
-from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
+from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
 from django.template import loader
+from django.views import defaults
+
+from config.middleware import API_PREFIXES
+
+
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIXES)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _api(request):
+        return JsonResponse({"detail": "Not Found: no such address in the API."}, status=404)
     args = getattr(exception, "args", ())
     message = args[0] if args and isinstance(args[0], str) else ""
     html = loader.get_template("404.html").render({"exception": message}, request)
     return HttpResponseNotFound(html)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A request Django refuses to read (too many fields, a host it does not serve): its reason
+    stays in the log, as Django's own 400 keeps it there."""
+    if _api(request):
+        detail = "Bad Request: the request could not be read (too many fields?). Nothing was changed."
+        return JsonResponse({"detail": detail}, status=400)
+    return defaults.bad_request(request, exception)  # type: ignore[arg-type]
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _api(request):
+        return JsonResponse({"detail": "Server Error: the failure is logged."}, status=500)
+    return defaults.server_error(request)

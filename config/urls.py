@@ -22,4 +22,6 @@ urlpatterns = [
     path("", include("approvals.urls")),
 ]
 
+handler400 = "config.errors.bad_request"
 handler404 = "config.errors.not_found"
+handler500 = "config.errors.server_error"
