@@ -2,7 +2,8 @@
 
 PostgreSQL refuses NUL in text and JSON, and a lone surrogate (JSON's "\\ud800") cannot be
 encoded as UTF-8 anywhere: either would reach the database and end as a 500. One check at the
-edge — path, query, form fields, JSON bodies and WebSocket paths — answers a clear 400 instead.
+edge — path, query, form fields, JSON bodies and WebSocket paths — answers a clear 400 instead,
+as it does for a JSON body no view could read (config.json_text).
 """
 
 import json
@@ -15,6 +16,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from config import json_text
 from config.asgi_scope import App, Receive, Scope, Send
 from config.middleware import API_PREFIXES
 
@@ -63,6 +65,9 @@ def request_problem(request: HttpRequest) -> str:
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return ""
     if content_type in FORM_TYPES:
+        # The whole body first: a multipart form parsed straight from the stream leaves no body
+        # for a view that reads it (django-ninja reads any body as JSON: a 500).
+        request.body  # noqa: B018
         for key, values in request.POST.lists():
             for value in (key, *values):
                 if problem := text_problem(value):
@@ -72,9 +77,11 @@ def request_problem(request: HttpRequest) -> str:
     # Any other body may be JSON to its view: django-ninja parses a body whatever its type says
     # (curl -d sends a form type).
     try:
-        body = json.loads(request.body)
-    except ValueError:
+        body = json_text.loads(request.body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return ""  # not JSON: a form, checked above, or malformed, and the view says where
+    except ValueError as exc:  # JSON no view can read: too deep, NaN, an endless integer
+        return f"the body cannot be read: {exc}"
     return first_problem(body, "body")
 
 

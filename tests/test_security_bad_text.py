@@ -99,6 +99,49 @@ def test_a_json_body_sent_under_another_type_is_checked_too(content_type: str) -
     assert everything() == before
 
 
+UNREADABLE_BODIES = [
+    ("[" * 5000 + "]" * 5000, "nests deeper than 100 levels"),  # Python's parser: RecursionError
+    ('{"agent": "refunds", "input": ' + "[" * 101 + "]" * 101 + "}", "nests deeper than 100 levels"),
+    ('{"agent": "refunds", "input": "hi", "tenant": NaN}', "NaN is not a JSON number"),
+    ('{"agent": "refunds", "input": "hi", "x": 1e999}', "1e999 is not a JSON number"),
+    ('{"agent": "refunds", "input": ' + "9" * 4301 + "}", "Exceeds the limit (4300 digits)"),
+]
+
+
+@pytest.mark.parametrize(("body", "said"), UNREADABLE_BODIES)
+@pytest.mark.parametrize("path", ["/api/threads", "/langgraph/threads", "/login/", "/healthz"])
+def test_a_json_body_no_view_could_read_is_a_clear_400_before_any_login(
+    body: str, said: str, path: str
+) -> None:
+    before = everything()
+
+    response = Client().post(path, body, content_type="text/plain")
+
+    assert response.status_code == 400
+    detail = (
+        response.json()["detail"] if path.startswith(("/api", "/langgraph")) else response.content.decode()
+    )
+    assert detail.startswith("Refused: the body cannot be read:") and said in detail
+    assert everything() == before
+
+
+def test_a_multipart_form_sent_to_the_json_api_is_a_4xx_that_changes_nothing() -> None:
+    # The form was read from the stream, so the API found no body to read: a 500.
+    request_ = make_gate()
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=admin_user())}"})
+    before = everything()
+
+    for path, form in [
+        (f"/api/approvals/{request_.pk}/claim", {"op": "claim"}),
+        (f"/api/approvals/{request_.pk}/decision", {"decision": "approve"}),
+        ("/api/threads", {"agent": "refunds", "input": "hi"}),
+        ("/api/policies", {"name": "p", "tool": "issue_refund", "when": "true", "action": "approve"}),
+    ]:
+        response = api.post(path, form)  # the test client's default: multipart/form-data
+        assert 400 <= response.status_code < 500 and response.json()["detail"], (path, response.content)
+    assert everything() == before
+
+
 PAGE_CASES = [
     ("get", "/threads/a%00b/", None, "the path"),
     ("get", "/threads/a%00b/diff/", None, "the path"),
