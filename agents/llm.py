@@ -5,7 +5,6 @@ key, requests go to the built-in offline model served by this app, over real HTT
 """
 
 import itertools
-import json
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -14,6 +13,8 @@ from typing import Any
 import httpx2
 import openai
 from django.conf import settings
+
+from checkpoints import json_text
 
 # Keys the Chat Completions API accepts on a message; ours carry extras (id, edited_by, ...).
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}
@@ -173,7 +174,9 @@ def assistant_message(reply: ModelReply, *, message_id: str) -> dict[str, Any]:
 
 
 def parse_arguments(raw: str) -> Any:
+    """A call's arguments, or the text itself where it is not JSON Gatehouse can read (its tool
+    then refuses it, saying why)."""
     try:
-        return json.loads(raw or "{}")
-    except json.JSONDecodeError:
+        return json_text.loads(raw or "{}")
+    except ValueError:  # malformed, too deep, NaN, an endless integer
         return raw

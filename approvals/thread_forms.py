@@ -8,6 +8,7 @@ from django import forms
 from agents.actions import InvalidInput
 from agents.registry import registry
 from approvals.thread_selectors import ThreadFilters
+from checkpoints import json_text
 from checkpoints.models import ThreadStatus
 
 
@@ -47,11 +48,13 @@ class ThreadFilterForm(forms.Form):
 def parse_state(text: str) -> dict[str, Any]:
     """Parse the editor's JSON, or raise InvalidInput saying where it is wrong."""
     try:
-        values = json.loads(text)
+        values = json_text.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             {"values": f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"}
         ) from exc
+    except ValueError as exc:  # too deep, NaN, an endless integer
+        raise InvalidInput({"values": f"not JSON Gatehouse can store: {exc}"}) from exc
     if not isinstance(values, dict):
         raise InvalidInput({"values": "must be a JSON object with the state's fields"})
     return values

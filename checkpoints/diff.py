@@ -7,6 +7,8 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from checkpoints import json_text
+
 _KINDS = {
     "dictionary_item_added": "added",
     "iterable_item_added": "added",
@@ -112,8 +114,8 @@ def json_object(text: Any) -> dict[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        decoded = json.loads(text)
-    except ValueError:
+        decoded = json_text.loads(text)
+    except ValueError:  # not JSON, or none Gatehouse reads (too deep: a RecursionError here)
         return None
     return decoded if isinstance(decoded, dict) else None
 

@@ -3,7 +3,7 @@
 PostgreSQL refuses NUL in text and JSON, and a lone surrogate (JSON's "\\ud800") cannot be
 encoded as UTF-8 anywhere: either would reach the database and end as a 500. One check at the
 edge — path, query, form fields, JSON bodies and WebSocket paths — answers a clear 400 instead,
-as it does for a JSON body no view could read (config.json_text).
+as it does for a JSON body no view could read (checkpoints.json_text).
 """
 
 import json
@@ -16,7 +16,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
-from config import json_text
+from checkpoints import json_text
 from config.asgi_scope import App, Receive, Scope, Send
 from config.middleware import API_PREFIXES
 

@@ -2,6 +2,7 @@
 oversized bodies and values, unknown agents, ids that do not exist. Then the whole API, fuzzed
 from its OpenAPI document with schemathesis against the live server: never a 5xx."""
 
+import html
 import json
 from typing import Any
 
@@ -151,6 +152,60 @@ def test_a_form_with_bad_state_json_is_a_400_and_an_oversized_form_body_a_413_ch
     assert too_big.status_code == 413
     assert "over the limit of 262,144 bytes (MAX_REQUEST_BYTES)" in too_big.content.decode()
     assert everything() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[" * 5000 + "]" * 5000, "nests deeper than 100 levels"),  # Python's parser: RecursionError
+        ('{"messages": ' + "[" * 101 + "]" * 101 + "}", "nests deeper than 100 levels"),
+        ('{"x": ' + "1" * 4301 + "}", "Exceeds the limit (4300 digits)"),
+        ('{"x": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_the_state_editor_and_the_fork_page_say_why_they_cannot_read_the_json(text: str, said: str) -> None:
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+    gate = make_gate()
+    get_backend().set_status(thread_id=gate.thread_id, status="paused")  # type: ignore[arg-type]
+    before = everything()
+
+    edit = client.post(f"/threads/{gate.thread_id}/state/", {"values": text})
+    fork = client.post(f"/threads/{gate.thread_id}/checkpoints/{gate.checkpoint_id}/", {"values": text})
+    confirm = client.post(
+        f"/threads/{gate.thread_id}/checkpoints/{gate.checkpoint_id}/", {"values": text, "confirm": "1"}
+    )
+
+    for page in (edit, fork, confirm):
+        assert page.status_code == 400 and said in html.unescape(page.content.decode())
+    assert everything() == before
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"order_id": "ORD-1001", "amount_cents": 1' + "0" * 4400 + "}", "[" * 3000 + "]" * 3000],
+)
+def test_a_call_whose_arguments_text_cannot_be_read_is_refused_by_its_tool_not_a_500(
+    api: Client, arguments: str
+) -> None:
+    # The arguments are the model's text: unreadable, they are the tool's to refuse (no gate).
+    gate = make_gate()
+    call = {"id": "c9", "type": "function", "function": {"name": "issue_refund", "arguments": arguments}}
+    messages = [
+        {"id": "m1", "role": "user", "content": "refund ORD-1001"},
+        {"id": "m2", "role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    page = Client()
+    page.force_login(make_user("olga", "operator"))
+
+    preview = page.post(
+        f"/threads/{gate.thread_id}/checkpoints/{gate.checkpoint_id}/",
+        {"values": json.dumps({"messages": messages})},
+    )
+    edit = send(api, "patch", f"/api/threads/{gate.thread_id}/state", {"values": {"messages": messages}})
+
+    assert (preview.status_code, edit.status_code) == (200, 200), edit.content[:300]
+    assert not ApprovalRequest.objects.filter(thread_id=gate.thread_id, key="c9").exists()
 
 
 def calls(*ids: str) -> list[dict[str, Any]]:

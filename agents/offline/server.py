@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core import signing
 
 from agents.offline import rules
+from checkpoints import json_text
 from config.asgi_scope import Receive, Scope, Send, header
 from config.bad_text import first_problem
 
@@ -87,8 +88,8 @@ async def read_body(receive: Receive) -> bytes:
 def parse_request(raw: bytes) -> dict[str, Any]:
     """Decode and check a Chat Completions request body."""
     try:
-        body = json.loads(raw)
-    except ValueError as exc:  # also covers undecodable bytes
+        body = json_text.loads(raw)
+    except ValueError as exc:  # also undecodable bytes, and JSON nested too deep to read
         raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")

@@ -338,6 +338,7 @@ def test_endpoint_stops_on_a_text_answer_and_ignores_unknown_keys() -> None:
         ({"messages": [], "stream": True}, "streaming"),
         ('{"messages": [{"role": "user", "content": "a\\u0000b"}]}', "NUL"),
         ('{"messages": [{"role": "user", "content": "\\ud800"}]}', "lone surrogate"),
+        ('{"messages": ' + "[" * 5000 + "]" * 5000 + "}", "nests deeper than 100"),  # a RecursionError
     ],
 )
 def test_endpoint_rejects_bad_requests(body: Any, fragment: str) -> None:
