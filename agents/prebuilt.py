@@ -197,6 +197,17 @@ def _invoke(tool: Tool, args: Any, context: ToolContext) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def approval_errors(approval: Approval, *, where: str) -> list[str]:
+    """What is wrong with an approval an agent declares (shared by every kind of agent)."""
+    errors = []
+    if not QUEUE_NAME.match(approval.queue):
+        errors.append(f"{where}: queue {approval.queue!r} must match {QUEUE_NAME.pattern}")
+    if not approval.decisions:
+        errors.append(f"{where}: an approval must allow at least one decision")
+    errors += [f"{where}: unknown decision {d!r}" for d in approval.decisions if d not in Decision.values]
+    return errors
+
+
 def tool_agent_errors(agent: ToolAgent) -> list[str]:
     errors = []
     names = [t.name for t in agent.tools if isinstance(t, Tool)]
@@ -207,12 +218,8 @@ def tool_agent_errors(agent: ToolAgent) -> list[str]:
             continue
         if not TOOL_NAME.match(t.name):
             errors.append(f"tool name {t.name!r} must match {TOOL_NAME.pattern}")
-        if t.approval and not QUEUE_NAME.match(t.approval.queue):
-            errors.append(f"tool {t.name!r}: queue {t.approval.queue!r} must match {QUEUE_NAME.pattern}")
-        if t.approval and not t.approval.decisions:
-            errors.append(f"tool {t.name!r}: an approval must allow at least one decision")
-        bad = [d for d in (t.approval.decisions if t.approval else ()) if d not in Decision.values]
-        errors += [f"tool {t.name!r}: unknown decision {d!r}" for d in bad]
+        if t.approval:
+            errors += approval_errors(t.approval, where=f"tool {t.name!r}")
     is_state = isinstance(agent.state, type) and issubclass(agent.state, State)
     if is_state and "messages" not in agent.state.model_fields:
         errors.append("a ToolAgent's state needs a 'messages' field")

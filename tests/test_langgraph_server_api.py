@@ -76,6 +76,20 @@ def test_a_resume_through_the_client_is_a_decision_in_the_ledger(client: Any) ->
     assert Refund.objects.count() == 1
 
 
+def test_a_resume_with_an_odd_decision_or_none_is_refused_and_decides_nothing(client: Any) -> None:
+    thread_id = ask_refund(client)
+    odd = [
+        {"decisions": [{"type": "edit", "edited_action": "x"}]},
+        {"decisions": [{"type": "edit", "args": ["a"]}]},
+        {"decisions": [{"type": "reject", "message": 5}]},
+        {},
+    ]
+    for resume in odd:
+        with pytest.raises(UnprocessableEntityError):
+            client.runs.create(thread_id, AGENT, command={"resume": resume})
+    assert ApprovalRequest.objects.get(thread_id=thread_id).status == "pending"
+
+
 def test_a_resume_after_a_reviewer_decided_is_refused_409(client: Any, live_server_url: str) -> None:
     thread_id = ask_refund(client)
     rita = make_user("rita", "reviewer")
@@ -234,6 +248,9 @@ def test_update_state_is_an_operators_edit_and_langgraph_asks_again_about_the_ed
         client.threads.update_state(thread_id, {"messages": [{"type": "remove", "id": "no-such-message"}]})
     with pytest.raises(UnprocessableEntityError):
         client.threads.update_state(thread_id, {"messages": [edited]}, checkpoint_id="an-earlier-one")
+    for odd in ({"role": "assistant", "content": "", "tool_calls": "x"}, {"role": "tool", "content": "x"}):
+        with pytest.raises(UnprocessableEntityError):
+            client.threads.update_state(thread_id, {"messages": [odd]})
     assert client.threads.get_state(thread_id)["values"] == state["values"]  # nothing changed
 
     written = client.threads.update_state(thread_id, {"messages": [edited]})

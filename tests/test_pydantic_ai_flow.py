@@ -109,6 +109,14 @@ def test_an_operator_edits_the_proposed_refund_in_pydantic_ais_history_and_is_as
         refused = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": history}})
         assert refused.status_code == 400, refused.text
         assert "amount_cents" in refused.json()["errors"]["history"]  # the tool's own check
+        call["args"] = json.dumps(args)
+        twice = json.loads(json.dumps(history))
+        twice[-1]["parts"].append(dict(call))  # the same call, under the same id, again
+        doubled = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": twice}})
+        assert doubled.status_code == 400, doubled.text
+        assert "used twice" in doubled.json()["errors"]["history"]
+        empty = client.patch(f"/threads/{thread_id}/state", json={"values": {"history": []}})
+        assert empty.status_code == 400, empty.text
         assert api.thread(thread_id)["values"] == head  # nothing changed
 
         call["args"] = json.dumps({**args, "amount_cents": 1000})

@@ -49,7 +49,8 @@ from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
 from agents.llm import parse_arguments
-from agents.prebuilt import rejection_text
+from agents.messages import message_errors
+from agents.prebuilt import approval_errors, rejection_text
 from agents.state import new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
@@ -132,6 +133,12 @@ class LangGraphAgent(SegmentAgent):
         assert isinstance(saver, BaseCheckpointSaver)
         return saver
 
+    def definition_errors(self) -> list[str]:
+        errors = super().definition_errors() + approval_errors(Approval(queue=self.queue), where="queue")
+        for action, approval in self.overrides.items():
+            errors += approval_errors(approval, where=f"approval {action!r}")
+        return errors
+
     # The gate protocol.
     def approval_for(self, action: str) -> Approval:
         return self.overrides.get(action) or Approval(queue=self.queue)
@@ -150,6 +157,10 @@ class LangGraphAgent(SegmentAgent):
         if tool is None:
             return args
         schema = tool.tool_call_schema
+        # As native and pydantic-ai tools do: an unknown key is refused, not silently dropped.
+        unknown = sorted(set(args) - set(schema.model_fields))
+        if unknown:
+            raise ToolArgumentsError(action, {k: "is not an argument of this tool" for k in unknown})
         try:
             return schema.model_validate(args).model_dump(mode="json")
         except pydantic.ValidationError as exc:
@@ -184,6 +195,10 @@ class LangGraphAgent(SegmentAgent):
             return {"messages": "this graph's state has no messages channel reduced by add_messages"}
         if not stored.get("langgraph_checkpoint"):
             return _question_errors(stored["messages"], after["messages"])
+        # The stored shape native agents keep (arguments as text, unique call ids): _chat and the
+        # next segment read it.
+        if errors := message_errors(after["messages"]):
+            return errors
         for index, message in enumerate(after["messages"]):
             if message not in stored["messages"]:
                 try:
@@ -360,38 +375,65 @@ def _is_langchain_request(value: Any) -> bool:
 
 
 def _asked(value: Any) -> list[Asked]:
-    """The actions an interrupt asks a person about, in order."""
+    """The actions an interrupt asks a person about, in order. Raises ValueError, saying what is
+    wrong, on an interrupt Gatehouse cannot read (the thread then fails with that message)."""
     if _is_langchain_request(value):
-        configs = {c.get("action_name"): c for c in value.get("review_configs") or []}
-        asked: list[Asked] = []
-        for request in value["action_requests"]:
-            allowed = configs.get(request["name"], {}).get("allowed_decisions") or list(HITL_DECISIONS)
-            decisions = {HITL_DECISIONS[d] for d in allowed if d in HITL_DECISIONS}
-            asked.append(
-                (request["name"], dict(request.get("args") or {}), request.get("description", ""), decisions)
+        asked = _hitl_asked(value)
+    else:
+        items = value if isinstance(value, list) else [value]
+        if not (items and all(isinstance(i, dict) and "action_request" in i for i in items)):
+            raise ValueError(
+                "an interrupt Gatehouse can put in the inbox is LangChain's human-in-the-loop request "
+                f"or Agent Inbox's HumanInterrupt list; got {json.dumps(value, default=str)[:200]}"
             )
-        return asked
-    items = value if isinstance(value, list) else [value]
-    if items and all(isinstance(i, dict) and "action_request" in i for i in items):
-        asked = []
-        for item in items:
-            config = item.get("config") or {}
-            decisions = {Decision.REJECT}
-            if config.get("allow_accept"):
-                decisions.add(Decision.APPROVE)
-            if config.get("allow_edit"):
-                decisions.add(Decision.EDIT)
-            if config.get("allow_respond"):
-                decisions.add(Decision.RESPOND)
-            request = item["action_request"]
-            asked.append(
-                (request["action"], dict(request.get("args") or {}), item.get("description") or "", decisions)
-            )
-        return asked
-    raise ValueError(
-        "an interrupt Gatehouse can put in the inbox is LangChain's human-in-the-loop request "
-        f"or Agent Inbox's HumanInterrupt list; got {json.dumps(value, default=str)[:200]}"
-    )
+        asked = [_inbox_asked(item) for item in items]
+    if not asked:
+        # No gate to decide: the step would stop at the interrupt and run again for ever.
+        raise ValueError("an interrupt asks about no action (its action_requests is empty)")
+    return asked
+
+
+def _hitl_asked(value: dict[str, Any]) -> list[Asked]:
+    requests, configs = value["action_requests"], value.get("review_configs") or []
+    if not isinstance(requests, list) or not isinstance(configs, list):
+        raise ValueError("an interrupt's action_requests and review_configs must be lists")
+    if not all(isinstance(c, dict) for c in configs):
+        raise ValueError("each of an interrupt's review_configs must be an object")
+    allowed_of = {c.get("action_name"): c.get("allowed_decisions") for c in configs}
+    asked: list[Asked] = []
+    for request in requests:
+        name, args = _action(request, name_key="name")
+        allowed = allowed_of.get(name) or list(HITL_DECISIONS)
+        if not isinstance(allowed, list):
+            raise ValueError(f"the allowed_decisions of action {name!r} must be a list")
+        decisions = {HITL_DECISIONS[d] for d in allowed if isinstance(d, str) and d in HITL_DECISIONS}
+        asked.append((name, args, str(request.get("description") or ""), decisions))
+    return asked
+
+
+def _inbox_asked(item: dict[str, Any]) -> Asked:
+    config = item.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError("a HumanInterrupt's config must be an object")
+    decisions = {Decision.REJECT}
+    if config.get("allow_accept"):
+        decisions.add(Decision.APPROVE)
+    if config.get("allow_edit"):
+        decisions.add(Decision.EDIT)
+    if config.get("allow_respond"):
+        decisions.add(Decision.RESPOND)
+    name, args = _action(item["action_request"], name_key="action")
+    return (name, args, str(item.get("description") or ""), decisions)
+
+
+def _action(request: Any, *, name_key: str) -> tuple[str, dict[str, Any]]:
+    """An interrupt's action request: its name and its arguments (an object)."""
+    if not isinstance(request, dict) or not isinstance(request.get(name_key), str):
+        raise ValueError(f"an interrupt's action request must be an object with a {name_key!r} string")
+    args = request.get("args") or {}
+    if not isinstance(args, dict):
+        raise ValueError(f"the args of action {request[name_key]!r} must be an object")
+    return request[name_key], dict(args)
 
 
 def _gate_of_call(interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -504,7 +546,7 @@ def _chat(messages: list[BaseMessage], *, before: list[dict[str, Any]]) -> list[
         for call in chat.get("tool_calls") or []:
             call.setdefault("type", "function")
             was, now = proposed.get(call["id"]), call["function"]["arguments"]
-            if call.get("edited") or (was is not None and json.loads(was) != json.loads(now)):
+            if call.get("edited") or (was is not None and parse_arguments(was) != parse_arguments(now)):
                 call["edited"] = True
         shown.append({**chat, "id": message.id or new_message_id()})
     return shown

@@ -33,7 +33,7 @@ from agents import llm
 from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
-from agents.prebuilt import rejection_text
+from agents.prebuilt import approval_errors, rejection_text
 from agents.state import append, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
@@ -112,7 +112,8 @@ class PydanticAIAgent(SegmentAgent):
 
     def definition_errors(self) -> list[str]:
         errors = super().definition_errors()
-        for action in self.gates:
+        for action, approval in self.gates.items():
+            errors += approval_errors(approval, where=f"gate {action!r}")
             tool = self._tool(action)
             if tool is None:
                 errors.append(f"gate {action!r} names no tool of the pydantic-ai agent")
@@ -142,10 +143,16 @@ class PydanticAIAgent(SegmentAgent):
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"])
             return {"history": f"is not pydantic-ai's message history ({where}: {error['msg']})"}
+        if not history:
+            return {"history": "cannot be empty: a run continues from its history"}
+        seen: set[str] = set()
         for message in history:
             for call in message.tool_calls if isinstance(message, ModelResponse) else []:
                 if not _json_object(call.args):
                     return {"history": f"the arguments of call {call.tool_call_id} are not a JSON object"}
+                if call.tool_call_id in seen:  # one request per call: a repeated id would be one gate twice
+                    return {"history": f"the call id {call.tool_call_id} is used twice"}
+                seen.add(call.tool_call_id)
         # The calls that will be asked about must be calls their tools accept, as an edit must.
         for gate in self._gates(
             history[-1].tool_calls if history and isinstance(history[-1], ModelResponse) else []

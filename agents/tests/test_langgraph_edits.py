@@ -104,7 +104,7 @@ def test_only_the_conversation_can_be_edited_and_only_once_the_graph_has_run(cha
 
     for odd in ({"role": "wizard", "content": "?"}, {"role": "assistant", "tool_calls": "x"}):
         broken = {**before, "messages": [*before["messages"], odd]}
-        assert "messages.2" in chat.edit_errors(before=before, after=broken)
+        assert any(k.startswith("messages.2") for k in chat.edit_errors(before=before, after=broken))
 
 
 @pytest.mark.parametrize("schema", [Counter, Appended])

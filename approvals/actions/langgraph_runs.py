@@ -100,7 +100,8 @@ def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
         if last is not None and last.decided_by is not None:  # a reviewer answered first
             raise Conflict(f"Already {last.status} by {last.decided_by.get_username()}.")
         raise InvalidInput({"command": "the thread has no pending interrupt to resume"})
-    if isinstance(resume, dict) and set(resume) <= set(by_interrupt) and "decisions" not in resume:
+    # An empty dict decides nothing: it falls through and is refused below.
+    if isinstance(resume, dict) and resume and set(resume) <= set(by_interrupt) and "decisions" not in resume:
         answers = resume
     elif len(by_interrupt) == 1:
         answers = {next(iter(by_interrupt)): resume}
@@ -117,14 +118,15 @@ def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
                 {"command": f"interrupt {interrupt_id} asks {len(requests)} decisions, in order"}
             )
         decided += [
-            (r, _decision(item, allowed=r.allowed_decisions)) for r, item in zip(requests, items, strict=True)
+            (r, _decision(item, allowed=r.allowed_decisions, index=index))
+            for index, (r, item) in enumerate(zip(requests, items, strict=True))
         ]
     valid = [(r, check_decision(r, user=user, **d)) for r, d in decided]  # all checked before any is stored
     for request_, checked in valid:
         do_decide(request_, reviewer=user, valid=checked)
 
 
-def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:
+def _decision(item: Any, *, allowed: list[str], index: int) -> dict[str, Any]:
     """One answer (LangChain's or Agent Inbox's) as check_decision's arguments. Agent Inbox sends a
     rejection as a response: where the gate takes no response, it is a reject with that reason."""
     kind = item.get("type") if isinstance(item, dict) else None
@@ -132,15 +134,24 @@ def _decision(item: Any, *, allowed: list[str]) -> dict[str, Any]:
         return {"decision": "approve"}
     if kind == "edit":
         edited = item.get("edited_action") or item.get("args") or {}
+        if not isinstance(edited, dict):
+            raise InvalidInput({"command": f"decision {index}: an edit's action must be an object"})
         return {"decision": "edit", "args": edited.get("args")}
     if kind == "reject":
-        return {"decision": "reject", "message": item.get("message") or ""}
+        return {"decision": "reject", "message": _text(item.get("message"), index=index)}
     if kind == "response":
         decision = "respond" if "respond" in allowed else "reject"
-        return {"decision": decision, "message": str(item.get("args") or "")}
+        return {"decision": decision, "message": _text(item.get("args"), index=index)}
     if kind == "ignore":
         return {"decision": "reject", "message": "Ignored by a reviewer"}
-    raise InvalidInput({"command": f"unknown decision type {kind!r}"})
+    raise InvalidInput({"command": f"decision {index}: unknown decision type {kind!r}"})
+
+
+def _text(value: Any, *, index: int) -> str:
+    """A reject's or a response's message: text, or nothing."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput({"command": f"decision {index}: a message must be text"})
+    return value or ""
 
 
 END = "__end__"
@@ -172,6 +183,6 @@ def do_update_state(
     check_at_head(head, checkpoint_id=checkpoint_id)
     try:
         messages = agent.reduced_messages(head.values.get("messages", []), values["messages"])
-    except (ValueError, TypeError, NotImplementedError) as exc:  # a client's input, in any shape
+    except Exception as exc:  # a client's input, in any shape: LangChain raises what it meets
         raise InvalidInput({"values.messages": f"not messages LangGraph can add: {exc}"}) from exc
     return do_edit_state(thread_id, user=user, values={**head.values, "messages": messages})  # type: ignore[arg-type]
