@@ -21,6 +21,8 @@ class ReplayReport:
     agent: str
     replayed: int
     divergences: list[Divergence]
+    steps: int = 0
+    """Checkpoints on the main line after the first: 0 means there was nothing to replay."""
 
     @property
     def ok(self) -> bool:
@@ -57,7 +59,9 @@ def replay(document: dict[str, Any]) -> ReplayReport:
         )
         if got != expected:
             divergences.append(Divergence(step=checkpoint["step"], expected=expected, got=got))
-    return ReplayReport(agent=agent.name, replayed=replayed, divergences=divergences)
+    return ReplayReport(
+        agent=agent.name, replayed=replayed, divergences=divergences, steps=max(len(line) - 1, 0)
+    )
 
 
 def _values(agent: Agent, checkpoint: dict[str, Any]) -> dict[str, Any]:

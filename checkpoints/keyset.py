@@ -16,6 +16,8 @@ def batches(
     """(pk, *fields) of every row, in batches of batch_size; the caller's work on a batch
     commits (on the rows' database) before the next is read. A composite primary key compares
     as a tuple."""
+    if batch_size < 1:  # [:0] would end the walk at once, as if every row were done
+        raise ValueError(f"batch_size must be positive, not {batch_size}")
     rows, last = rows.order_by("pk"), None
     while batch := list(
         (rows if last is None else rows.filter(pk__gt=last)).values_list("pk", *fields)[:batch_size]

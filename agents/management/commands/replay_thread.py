@@ -4,8 +4,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agents.llm import ModelUnavailable
 from agents.registry import UnknownAgent
 from agents.replay import replay
+from checkpoints import json_text
 
 
 class Command(BaseCommand):
@@ -16,8 +18,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, file: Path, **options: Any) -> None:
         try:
-            document = json.loads(file.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            document = json_text.loads(file.read_text())
+        # ValueError: bad UTF-8, bad JSON, or JSON no one reads (too deep, NaN, an endless integer).
+        except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from exc
         try:
             report = replay(document)
@@ -25,8 +28,15 @@ class Command(BaseCommand):
             raise CommandError(f"{file} is not a Gatehouse thread export: missing {exc}") from exc
         except UnknownAgent as exc:
             raise CommandError(str(exc)) from exc
+        except ModelUnavailable as exc:  # the offline model is served by the web server
+            raise CommandError(f"The model could not be reached: {exc}") from exc
         except ValueError as exc:  # a state the agent cannot upgrade or validate
             raise CommandError(f"{file} holds a state the agent cannot read: {exc}") from exc
+        if not report.replayed and report.steps:
+            raise CommandError(
+                f"{report.agent} has no model steps to replay: its steps run inside its framework "
+                "and cannot be replayed one by one."
+            )
         self.stdout.write(
             f"{report.agent}: replayed {report.replayed} model steps, {len(report.divergences)} diverged."
         )

@@ -22,6 +22,7 @@ from approvals.models import ApprovalRequest, Policy, PolicyAction
 from approvals.policies import compiled, effects_summary, first_match, gate_variables, rules_for
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
+from checkpoints.command_args import positive_int
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 TOOL = "bench_policies_tool"
@@ -31,8 +32,8 @@ class Command(BaseCommand):
     help = "Time evaluating N policies at a gate (p50 of repeated runs); nothing is kept."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--policies", type=int, default=100)
-        parser.add_argument("--repeat", type=int, default=200)
+        parser.add_argument("--policies", type=positive_int, default=100)
+        parser.add_argument("--repeat", type=positive_int, default=200)
         parser.add_argument("--json", action="store_true")
         parser.add_argument(
             "--args-only",

@@ -27,5 +27,8 @@ class Command(BaseCommand):
             document = export_thread(thread, branch=branch)
         except CheckpointNotFound as exc:
             raise CommandError(str(exc)) from exc
-        file.write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        try:
+            file.write_text(json.dumps(document, indent=2, ensure_ascii=False))
+        except OSError as exc:  # a missing folder, a directory, no permission
+            raise CommandError(f"Cannot write {file}: {exc}") from exc
         self.stdout.write(f"Wrote {len(document['checkpoints'])} checkpoints to {file}.")

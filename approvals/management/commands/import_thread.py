@@ -1,10 +1,10 @@
-import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.actions.transfer import InvalidExport, check_import, do_import_thread
+from checkpoints import json_text
 from checkpoints.backends.base import ThreadExists
 
 
@@ -17,8 +17,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, file: Path, thread_id: str | None, **options: Any) -> None:
         try:
-            valid = check_import(json.loads(file.read_text()), thread_id=thread_id)
+            valid = check_import(json_text.loads(file.read_text()), thread_id=thread_id)
             thread = do_import_thread(valid, user=None)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, InvalidExport, ThreadExists) as exc:
+        # ValueError: bad UTF-8, bad JSON, or JSON no one reads (too deep, NaN, an endless integer).
+        except (OSError, ValueError, InvalidExport, ThreadExists) as exc:
             raise CommandError(f"Cannot import {file}: {exc}") from exc
         self.stdout.write(f"Imported thread {thread.id} ({thread.status}).")

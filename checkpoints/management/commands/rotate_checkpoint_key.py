@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from checkpoints.backends import get_backend
+from checkpoints.command_args import positive_int
 from checkpoints.langgraph import sealing as langgraph_sealing
 from checkpoints.sealed_columns import reseal_columns
 from checkpoints.storage.crypto import current_sealer
@@ -19,7 +20,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument("--batch-size", type=positive_int, default=500)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not current_sealer().encrypts:
