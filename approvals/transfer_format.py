@@ -5,7 +5,7 @@ An import is untrusted input: every field is typed and bounded here, and the tre
 leaf). What a document says was decided is history, never a decision (see transfer.py).
 """
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from django.utils import timezone
@@ -27,6 +27,8 @@ from checkpoints.models import CheckpointSource, ThreadStatus
 FORMAT = "gatehouse.thread/1"
 CLOCK_SKEW = timedelta(minutes=5)
 """How far in the future an exported time may lie (another installation's clock)."""
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+"""No checkpoint was written before; a time before year 1 in UTC cannot even be stored."""
 
 Id = Annotated[StrictStr, Field(min_length=1, max_length=100)]
 Name = Annotated[StrictStr, Field(max_length=100)]
@@ -64,11 +66,13 @@ class CheckpointDoc(_Strict):
     values: JsonObject
 
     @model_validator(mode="after")
-    def _not_in_the_future(self) -> "CheckpointDoc":
+    def _a_time_it_could_have(self) -> "CheckpointDoc":
         if self.created_at > timezone.now() + CLOCK_SKEW:
             raise ValueError(
                 f"checkpoint {self.id}: created_at {self.created_at.isoformat()} is in the future"
             )
+        if self.created_at < EARLIEST:
+            raise ValueError(f"checkpoint {self.id}: created_at {self.created_at.isoformat()} is before 1970")
         return self
 
 

@@ -266,6 +266,9 @@ MALFORMED: dict[str, Any] = {
     "created_at not a time": _set("checkpoints.0.created_at", "yesterday"),
     "created_at without a zone": _set("checkpoints.0.created_at", "2024-05-01T10:00:00"),
     "created_at in the future": _set("checkpoints.0.created_at", "2999-01-01T00:00:00+00:00"),
+    # Before year 1 in UTC: accepted, then the thread's history and export were 500s.
+    "created_at before any clock": _set("checkpoints.0.created_at", "0001-01-01T00:00:00+14:00"),
+    "created_at before 1970": _set("checkpoints.1.created_at", "1969-12-31T23:59:59+00:00"),
     "schema version from the future": _set("checkpoints.1.schema_version", 99),
     "schema version zero": _set("checkpoints.1.schema_version", 0),
     "metadata is a list": _set("checkpoints.1.metadata", []),
