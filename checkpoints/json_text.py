@@ -28,6 +28,9 @@ def _finite(text: str) -> float:
     return number
 
 
+_DECODER = json.JSONDecoder(parse_constant=_refuse, parse_float=_finite)
+
+
 class TooDeep(ValueError):
     def __init__(self) -> None:
         super().__init__(f"the JSON nests deeper than {MAX_DEPTH} levels")
@@ -37,11 +40,14 @@ def loads(text: str | bytes) -> Any:
     """json.loads, and a ValueError for a document nested deeper than MAX_DEPTH or holding NaN or
     Infinity (which Python reads and no JSON parser elsewhere does), as for any other JSON that
     cannot be read: a syntax error, an integer of over 4,300 digits."""
+    if isinstance(text, bytes | bytearray):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
     try:
-        value = json.loads(text, parse_constant=_refuse, parse_float=_finite)
+        value = _DECODER.decode(text)
     except RecursionError as exc:
         raise TooDeep from exc
-    if depth(value) > MAX_DEPTH:
+    # Fewer brackets than the bound cannot nest past it: most documents skip the walk.
+    if text.count("[") + text.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:
         raise TooDeep
     return value
 
