@@ -8,6 +8,8 @@ where no enclosing macro binds them. The text has compiled, so only valid CEL is
 import re
 
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# Strings (raw, bytes, triple-quoted), comments, numbers and spaces are skipped: a string may
+# hold a macro's text. Every other token is a name or one character.
 TOKEN = re.compile(
     r"""(?P<skip>(?:[rR][bB]?|[bB][rR])(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')"""
     r"""|[bB]?(?:\"\"\"(?:\\[\s\S]|[\s\S])*?\"\"\"|'''(?:\\[\s\S]|[\s\S])*?'''"""
