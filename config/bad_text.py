@@ -18,7 +18,7 @@ from django.http.multipartparser import MultiPartParserError
 
 from checkpoints import json_text
 from config.asgi_scope import App, Receive, Scope, Send
-from config.middleware import API_PREFIXES
+from config.middleware import is_api
 
 BAD = re.compile("[\x00\ud800-\udfff]")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -87,7 +87,7 @@ def request_problem(request: HttpRequest) -> str:
 
 def refuse(request: HttpRequest, problem: str) -> HttpResponse:
     message = f"Refused: {problem}. Nothing was changed."
-    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
+    if is_api(request) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=400)
     return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
 

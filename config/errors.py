@@ -9,15 +9,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, JsonRes
 from django.template import loader
 from django.views import defaults
 
-from config.middleware import API_PREFIXES
-
-
-def _api(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PREFIXES)
+from config.middleware import is_api
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _api(request):
+    if is_api(request):
         return JsonResponse({"detail": "Not Found: no such address in the API."}, status=404)
     args = getattr(exception, "args", ())
     message = args[0] if args and isinstance(args[0], str) else ""
@@ -28,13 +24,13 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """A request Django refuses to read (too many fields, a host it does not serve): its reason
     stays in the log, as Django's own 400 keeps it there."""
-    if _api(request):
+    if is_api(request):
         detail = "Bad Request: the request could not be read (too many fields?). Nothing was changed."
         return JsonResponse({"detail": detail}, status=400)
     return defaults.bad_request(request, exception)  # type: ignore[arg-type]
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if _api(request):
+    if is_api(request):
         return JsonResponse({"detail": "Server Error: the failure is logged."}, status=500)
     return defaults.server_error(request)

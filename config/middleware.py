@@ -20,9 +20,13 @@ DATABASE_ERRORS = (OperationalError, InterfaceError)
 API_PREFIXES = ("/api/", "/langgraph/")  # token-authenticated JSON APIs: JSON errors, no login page
 
 
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIXES)
+
+
 def answer(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
     """The message as JSON for the API (or a client asking for JSON), else as plain text."""
-    if request.path.startswith(API_PREFIXES) or request.headers.get("Accept") == "application/json":
+    if is_api(request) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=status)
     return HttpResponse(message, status=status, content_type="text/plain")
 
@@ -77,7 +81,7 @@ class LoginRequiredMiddleware(BaseLoginRequiredMiddleware):
     def process_view(
         self, request: HttpRequest, view_func: Callable[..., Any], view_args: Any, view_kwargs: Any
     ) -> HttpResponseBase | None:
-        if request.path.startswith(API_PREFIXES):
+        if is_api(request):
             return None
         try:
             return super().process_view(request, view_func, view_args, view_kwargs)
