@@ -13,12 +13,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
 from checkpoints import json_text
 from config.asgi_scope import App, Receive, Scope, Send
-from config.middleware import is_api
+from config.middleware import answer, too_large
 
 BAD = re.compile("[\x00\ud800-\udfff]")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -86,10 +86,7 @@ def request_problem(request: HttpRequest) -> str:
 
 
 def refuse(request: HttpRequest, problem: str) -> HttpResponse:
-    message = f"Refused: {problem}. Nothing was changed."
-    if is_api(request) or request.headers.get("Accept") == "application/json":
-        return JsonResponse({"detail": message}, status=400)
-    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+    return answer(request, f"Refused: {problem}. Nothing was changed.", status=400)
 
 
 class BadTextMiddleware:
@@ -99,8 +96,6 @@ class BadTextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from config.middleware import too_large
-
         try:
             problem = request_problem(request)
         except RequestDataTooBig:

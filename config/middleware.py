@@ -28,7 +28,7 @@ def answer(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
     """The message as JSON for the API (or a client asking for JSON), else as plain text."""
     if is_api(request) or request.headers.get("Accept") == "application/json":
         return JsonResponse({"detail": message}, status=status)
-    return HttpResponse(message, status=status, content_type="text/plain")
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 
 def database_unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:

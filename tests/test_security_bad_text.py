@@ -118,9 +118,9 @@ def test_a_json_body_no_view_could_read_is_a_clear_400_before_any_login(
     response = Client().post(path, body, content_type="text/plain")
 
     assert response.status_code == 400
-    detail = (
-        response.json()["detail"] if path.startswith(("/api", "/langgraph")) else response.content.decode()
-    )
+    api = path.startswith(("/api", "/langgraph"))
+    assert response["Content-Type"] == ("application/json" if api else "text/plain; charset=utf-8")
+    detail = response.json()["detail"] if api else response.content.decode()
     assert detail.startswith("Refused: the body cannot be read:") and said in detail
     assert everything() == before
 
