@@ -190,3 +190,30 @@ def test_healthz_is_503_and_names_the_database_while_it_is_down(client: Client) 
     assert response.status_code == 503
     assert (health["ok"], health["database"]["ok"]) == (False, False)
     assert health["database"]["error"]
+
+
+@pytest.mark.postgres_only
+def test_a_step_that_cannot_get_a_pooled_connection_in_time_gets_an_error_it_retries() -> None:
+    # The step worker's pool (DB_POOL_MAX_SIZE) hands a connection out within its timeout or
+    # raises psycopg_pool's PoolTimeout, which Django raises as an OperationalError: retried.
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from agents.tasks import RETRYABLE
+
+    pooled = {
+        **connection.settings_dict,
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {
+            **connection.settings_dict["OPTIONS"],
+            "pool": {"min_size": 1, "max_size": 1, "timeout": 0.2},
+        },
+    }
+    holder, waiter = DatabaseWrapper(pooled, alias="pool-test"), DatabaseWrapper(pooled, alias="pool-test")
+    holder.ensure_connection()  # the pool's only connection
+    try:
+        with pytest.raises(RETRYABLE) as raised:
+            waiter.ensure_connection()
+        assert "couldn't get a connection after 0.20 sec" in str(raised.value)
+    finally:
+        holder.close()
+        holder.close_pool()
