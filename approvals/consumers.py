@@ -2,11 +2,15 @@
 
 import asyncio
 import logging
+from importlib import import_module
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.http import QueryDict
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.contrib.auth.models import AnonymousUser
+from django.http import HttpRequest, QueryDict
 from django.template.loader import render_to_string
 
 from approvals import events, inbox_push, selectors, thread_selectors
@@ -58,8 +62,35 @@ class RejoiningConsumer(AsyncWebsocketConsumer):
         """Re-render from the database what pushes missed while the socket was out of its groups."""
         raise NotImplementedError("subclasses of RejoiningConsumer must implement resync()")
 
-    async def refresh(self) -> None:
-        """Re-read, once a rejoin period, what the consumer keeps about its user (none by default)."""
+    async def refresh(self) -> bool:
+        """Once a rejoin period: is the socket's user still allowed it? A logout, a deactivation,
+        a password change or a lost role or queue since it opened closes it, as the page's next
+        load would refuse it. Subclasses re-read what else they keep about the user."""
+        user = await database_sync_to_async(current_user)(self.scope)
+        if not await database_sync_to_async(self.allowed)(user):
+            await self.close(code=FORBIDDEN if user.is_authenticated else UNAUTHENTICATED)
+            return False
+        self.scope["user"] = user
+        return True
+
+    def allowed(self, user: Any) -> bool:
+        raise NotImplementedError("subclasses of RejoiningConsumer must implement allowed()")
+
+
+def current_user(scope: dict[str, Any]) -> Any:
+    """The socket's user as the session and the database have it now (Django's own check, as on
+    each request: anonymous once logged out, deactivated, or after a password change)."""
+    session = scope.get("session")
+    key = getattr(session, "session_key", None)
+    if key is None:  # a socket opened without a session: its user as loaded, read again
+        user = scope["user"]
+        if not user.is_authenticated:
+            return user
+        fresh = type(user)._default_manager.filter(pk=user.pk, is_active=True).first()
+        return fresh if fresh is not None else AnonymousUser()
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    return get_user(request)
 
 
 class InboxConsumer(RejoiningConsumer):
@@ -77,7 +108,7 @@ class InboxConsumer(RejoiningConsumer):
         if not user.is_authenticated:
             await self.close(code=UNAUTHENTICATED)
             return
-        if not await database_sync_to_async(lambda: Access.of(user).has_any_role)():
+        if not await database_sync_to_async(self.allowed)(user):
             await self.close(code=FORBIDDEN)
             return
         self.query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
@@ -87,6 +118,9 @@ class InboxConsumer(RejoiningConsumer):
         await self.accept()
         # Catch up from the database: after a reconnect nothing pending is missing from view.
         await self.send(text_data=await database_sync_to_async(self._render)())
+
+    def allowed(self, user: Any) -> bool:
+        return bool(user.is_authenticated) and Access.of(user).has_any_role
 
     def _viewer(self, *, fresh: bool = True) -> inbox_push.Viewer:
         user = self.scope["user"]
@@ -115,12 +149,15 @@ class InboxConsumer(RejoiningConsumer):
     async def resync(self) -> None:
         self._full_refresh()
 
-    async def refresh(self) -> None:
-        """Queue rights and roles change rarely: re-read them each rejoin, re-render if they did."""
+    async def refresh(self) -> bool:
+        """Queue rights change rarely: re-read them each rejoin, re-render if they did."""
+        if not await super().refresh():
+            return False
         viewer = await database_sync_to_async(self._viewer)()
         if viewer != self.view.viewer:
             self.view = await database_sync_to_async(self._view)()
             self._full_refresh()
+        return True
 
     async def inbox_changed(self, event: dict[str, Any]) -> None:
         queues = set(event.get("queues", []))
@@ -185,15 +222,17 @@ class ThreadConsumer(RejoiningConsumer):
         if not user.is_authenticated:
             await self.close(code=UNAUTHENTICATED)
             return
-        if not await database_sync_to_async(self._allowed)(user):
+        if not await database_sync_to_async(self.allowed)(user):
             await self.close(code=FORBIDDEN)
             return
         await self.join(self.group)
         await self.accept()
 
-    def _allowed(self, user: Any) -> bool:
-        return checkpoint_selectors.thread_exists(self.thread_id) and Access.of(user).can_see_thread(
-            self.thread_id
+    def allowed(self, user: Any) -> bool:
+        return (
+            bool(user.is_authenticated)
+            and checkpoint_selectors.thread_exists(self.thread_id)
+            and Access.of(user).can_see_thread(self.thread_id)
         )
 
     async def disconnect(self, code: int) -> None:
@@ -233,7 +272,7 @@ class ThreadConsumer(RejoiningConsumer):
 
     def _render_changed(self, request_id: int) -> str:
         """The request's status line (claim, queue, expiry) on its decision page."""
-        requests = selectors.requests_by_ids([request_id])
+        requests = self._requests(request_id)
         if not requests:
             return ""
         user = self.scope["user"]
@@ -241,9 +280,13 @@ class ThreadConsumer(RejoiningConsumer):
         return render_to_string("approvals/decision.html#status", context)
 
     def _render_closed(self, request_id: int) -> str:
-        requests = selectors.requests_by_ids([request_id])
+        requests = self._requests(request_id)
         if not requests:
             return ""
         user = self.scope["user"]
         context = {"item": requests[0], "oob": True, "user": user, **selectors.neighbours(user, requests[0])}
         return render_to_string("approvals/decision.html#panel", context)
+
+    def _requests(self, request_id: int) -> list[ApprovalRequest]:
+        """The request, if it is this thread's (an event names only its own thread's)."""
+        return [r for r in selectors.requests_by_ids([request_id]) if r.thread_id == self.thread_id]

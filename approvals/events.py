@@ -8,6 +8,7 @@ their thread's group.
 
 import asyncio
 import functools
+import hashlib
 import logging
 import os
 import threading
@@ -28,10 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def thread_group(thread_id: str) -> str:
-    # Group names allow only ASCII alphanumerics, hyphens, underscores and periods.
-    return (
-        "thread." + "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in thread_id)[:90]
-    )
+    # Group names allow only ASCII alphanumerics, hyphens, underscores and periods, under 100
+    # characters: a digest of the id, since any mapping of its characters joins two threads'
+    # pages ("acme:42" and "acme_42") and one would receive the other's pushes.
+    return "thread." + hashlib.sha256(thread_id.encode()).hexdigest()
 
 
 def on_commit(fn: Callable[[], None]) -> None:

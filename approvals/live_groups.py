@@ -39,15 +39,16 @@ async def keep_joined(
     groups: list[str],
     channel: str,
     resync: Callable[[], Awaitable[None]],
-    refresh: Callable[[], Awaitable[None]] | None = None,
+    refresh: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Re-join groups every LIVE_REJOIN_S until cancelled; call resync after any was lost, and
-    refresh (if given) every time."""
+    refresh (if given) every time: it answers False when the socket is closing (its user lost the
+    right to it), and then nothing is joined again."""
     while True:
         await asyncio.sleep(settings.LIVE_REJOIN_S)
         try:
-            if refresh is not None:
-                await refresh()
+            if refresh is not None and not await refresh():
+                return
             lost = [group for group in groups if await rejoin(layer, group=group, channel=channel)]
             if lost:
                 log.warning("socket %s re-joined %s after losing it; re-rendering", channel, ", ".join(lost))

@@ -71,6 +71,7 @@ def make_gate(
     user_input: str = "Please refund order ORD-1001",
     model_text: str | None = None,
     description: str = "",
+    thread_id: str = "",
 ) -> ApprovalRequest:
     """A thread waiting at a gate, built through the real backend and the gate protocol (no
     worker): the user's input, then the model's message (`model_text`, if any) calling `action`.
@@ -101,7 +102,7 @@ def make_gate(
     backend = get_backend()
     with transaction.atomic():
         thread, first = backend.create_thread(
-            thread_id=f"{agent}-{uuid.uuid4().hex[:8]}",
+            thread_id=thread_id or f"{agent}-{uuid.uuid4().hex[:8]}",
             agent=agent,
             status=ThreadStatus.RUNNING,
             first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
