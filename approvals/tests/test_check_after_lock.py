@@ -122,3 +122,50 @@ def test_a_decision_racing_an_escalation_is_refused_once_the_escalation_commits(
     assert escalation == {"result": 1}
     assert isinstance(decision.get("error"), NotAllowed), decision
     assert_undecided_in_leads(request_)
+
+
+def escalate_before(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The beat's escalation commits between the view's read of the request and its action."""
+    from approvals.views import inbox as inbox_views
+
+    real = getattr(inbox_views, name)
+
+    def escalated_first(*args: Any, **kwargs: Any) -> Any:
+        assert do_expire_due(now=timezone.now() + timedelta(seconds=61)) == 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inbox_views, name, escalated_first)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("action", "path", "form", "headers"),
+    [
+        ("check_decision", "/approvals/{pk}/", {"decision": "approve"}, {}),
+        ("check_decision", "/approvals/{pk}/", {"decision": "approve"}, {"HX-Request": "true"}),
+        ("do_claim_op", "/approvals/{pk}/claim/", {"op": "claim"}, {}),
+        (
+            "do_claim_op",
+            "/approvals/{pk}/claim/",
+            {"op": "claim"},
+            {"HX-Request": "true", "HX-Target": "row"},
+        ),
+    ],
+)
+def test_a_page_decision_or_claim_refused_by_an_escalation_meanwhile_is_a_403_saying_why(
+    monkeypatch: pytest.MonkeyPatch, action: str, path: str, form: dict[str, str], headers: dict[str, str]
+) -> None:
+    from django.test import Client
+
+    rita = make_user("rita", "reviewer", queues=("refunds",))
+    request_ = escalating_gate(monkeypatch)
+    escalate_before(monkeypatch, action)
+    page = Client(headers=headers)
+    page.force_login(rita)
+
+    response = page.post(path.format(pk=request_.pk), form)
+
+    assert response.status_code == 403
+    assert "leads" in response.content.decode()
+    assert_undecided_in_leads(request_)
+    assert ApprovalRequest.objects.get(pk=request_.pk).claimed_by is None

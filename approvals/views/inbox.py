@@ -48,6 +48,15 @@ def _item_or_404(request: AuthedRequest, pk: int) -> ApprovalRequest:
         raise Http404("No such approval request.") from exc
 
 
+def _item_after(request: AuthedRequest, pk: int, *, error: str) -> ApprovalRequest:
+    """The request again, after an action: one escalated meanwhile to a queue the user cannot
+    see is refused with the action's reason (the action refused it for that)."""
+    try:
+        return access_request(user=request.user, request_id=pk)
+    except ApprovalRequest.DoesNotExist as exc:
+        raise PermissionDenied(error or "This request moved to a queue you cannot see.") from exc
+
+
 @require_http_methods(["GET", "POST"])
 def decision(request: AuthedRequest, pk: int) -> HttpResponse:
     item = _item_or_404(request, pk)
@@ -57,7 +66,7 @@ def decision(request: AuthedRequest, pk: int) -> HttpResponse:
         if outcome is None and not request.htmx:
             return redirect("approvals:inbox")
         context.update(outcome or {})
-        item = access_request(user=request.user, request_id=pk)
+        item = _item_after(request, pk, error=context.get("error", ""))
     else:
         do_touch_claim(item.pk, user=request.user)
     context.update(selectors.status_context(item, request.user))
@@ -146,7 +155,7 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
         error, status = str(exc), 409
     except InvalidInput as exc:
         error, status = "; ".join(f"{k}: {v}" for k, v in exc.errors.items()), 400
-    item = access_request(user=request.user, request_id=pk)
+    item = _item_after(request, pk, error=error)
     if not request.htmx:
         if error:
             messages.error(request, error)
