@@ -23,8 +23,11 @@ INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
 
 
 def known_queues() -> list[str]:
-    """Every queue a registered gate names or escalates to, and every queue an admin created."""
+    """Every queue a registered gate names or escalates to, every queue an admin created, and
+    every queue holding a pending request (a policy's route, an adapter's or an import's queue)."""
     queues = set(Queue.objects.values_list("name", flat=True))
+    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).order_by()
+    queues.update(pending.values_list("queue", flat=True).distinct())
     for agent in registry.all():
         for approval in agent.approvals():
             queues.add(approval.queue)

@@ -144,3 +144,23 @@ def test_a_claimed_request_may_be_decided_only_by_its_claimer() -> None:
     assert str(error.value) == "Claimed by sam: ask them to release it, or an admin to reassign it."
     decided = do_decide(request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve"))
     assert (decided.status, decided.claimed_by) == ("approved", None)
+
+
+def test_a_queue_only_a_route_policy_names_is_listed_and_its_filter_shows_its_requests() -> None:
+    from approvals.actions.policies import do_create_policy
+
+    do_create_policy(
+        actor=None,
+        fields={"name": "vip", "tool": "issue_refund", "when": "true", "action": "route", "queue": "vip"},
+    )
+    routed = make_gate()
+    assert ApprovalRequest.objects.get(pk=routed.pk).queue == "vip"
+    page = Client()
+    page.force_login(make_user("rita", "reviewer"))
+
+    inbox = page.get("/").content.decode()
+    filtered = page.get("/", {"queue": "vip"})
+
+    assert 'href="?queue=vip"' in inbox
+    assert filtered.status_code == 200
+    assert f'id="approval-{routed.pk}"' in filtered.content.decode()
