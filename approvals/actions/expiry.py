@@ -72,9 +72,13 @@ def _auto_reject(request_: ApprovalRequest, thread: ThreadData) -> None:
     events.on_commit(lambda: events.send_requests_closed(requests=routes))
 
 
+def escalation_reason(request_: ApprovalRequest, *, source: str) -> str:
+    return request_.expiry_reason or f"Escalated: nobody in {source} decided in time."
+
+
 def _escalate(request_: ApprovalRequest) -> None:
     source, target, seen = request_.queue, request_.escalate_to, request_facts(request_)
-    reason = request_.expiry_reason or f"Escalated: nobody in {source} decided in time."
+    reason = escalation_reason(request_, source=source)
     request_.queue, request_.escalated_from, request_.status_reason = target, source, reason
     request_.expires_at = None  # in the new queue it waits for a decision
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None

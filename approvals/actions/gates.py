@@ -11,7 +11,7 @@ from agents.graph import Gate
 from approvals import events
 from approvals.actions import notify
 from approvals.actions.audit import appended_last
-from approvals.actions.expiry import default_reason, describe_duration
+from approvals.actions.expiry import default_reason, describe_duration, escalation_reason
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
 from approvals.selectors import RequestRoute
@@ -61,8 +61,7 @@ def do_open_requests(
             for gate in gates
         ]
     )
-    if originals:
-        _link_to_originals(created, originals)
+    asked_before = _link_to_originals(created, originals) if originals else {}
     # A policy's ledger events are appended after its decisions resume the thread, as the gates'
     # last statements: the ledger's lock is not held while the thread is resumed.
     with appended_last():
@@ -70,6 +69,8 @@ def do_open_requests(
             thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
             # No person decided: the step queues with new threads', not ahead of people's.
             gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id, by_person=False)
+    if asked_before:
+        _keep_escalations(created, asked_before)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
     if opened:
         events.on_commit(lambda: events.send_requests_opened(requests=opened))
@@ -94,17 +95,38 @@ def _originals(*, thread_id: str, keys: list[str]) -> dict[str, int]:
     return dict(rows)  # ordered by id: a key's newest wins
 
 
-def _link_to_originals(created: list[ApprovalRequest], originals: dict[str, int]) -> None:
+def _link_to_originals(
+    created: list[ApprovalRequest], originals: dict[str, int]
+) -> dict[int, ApprovalRequest]:
     """A gate asked again points at the request it replaces and keeps its place in the queue:
-    the original's created_at."""
-    asked_at = dict(ApprovalRequest.objects.filter(pk__in=originals.values()).values_list("pk", "created_at"))
+    the original's created_at. Returns, per new request's id, the one it replaces."""
+    fields = ("pk", "created_at", "queue", "escalated_from")
+    asked = ApprovalRequest.objects.only(*fields).in_bulk(list(originals.values()))
+    replaced = {}
     for request_ in created:
         if (original := originals.get(request_.key)) is None:
             continue
-        request_.supersedes_id, request_.created_at = original, asked_at[original]
+        request_.supersedes_id, request_.created_at = original, asked[original].created_at
         ApprovalRequest.objects.filter(pk=request_.pk).update(
-            supersedes_id=original, created_at=asked_at[original]
+            supersedes_id=original, created_at=request_.created_at
         )
+        replaced[request_.pk] = asked[original]
+    return replaced
+
+
+def _keep_escalations(created: list[ApprovalRequest], asked_before: dict[int, ApprovalRequest]) -> None:
+    """A gate asked again after its request escalated stays escalated: in the queue it went to,
+    its expiry spent (else it went back to reviewers who had let it lapse, for a new period)."""
+    for request_ in created:
+        original = asked_before.get(request_.pk)
+        if not (request_.is_pending and original and original.escalated_from):
+            continue
+        if request_.expiry_action != ExpiryAction.ESCALATE or request_.escalate_to != original.queue:
+            continue  # the gate's expiry changed since: it escalates elsewhere, or not at all
+        request_.queue, request_.escalated_from = original.queue, original.escalated_from
+        request_.status_reason = escalation_reason(request_, source=original.escalated_from)
+        request_.expires_at = None
+        request_.save(update_fields=["queue", "escalated_from", "status_reason", "expires_at"])
 
 
 def do_supersede_requests(*, thread_id: str, reason: str) -> int:

@@ -4,6 +4,7 @@ last in a block."""
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -28,16 +29,22 @@ def steps_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
     return sent
 
 
-def gate_with_expiry(monkeypatch: pytest.MonkeyPatch, expiry: Expiry | None) -> ApprovalRequest:
-    """make_gate for refunds' issue_refund, its Approval carrying `expiry` (restored after the test)."""
+def refunds_expire(monkeypatch: pytest.MonkeyPatch, expiry: Expiry | None) -> Any:
+    """Give refunds' issue_refund gate `expiry` for the rest of the test; return the tool as it was."""
     agent = registry.get("refunds")
     tool = agent.tool("issue_refund")  # type: ignore[attr-defined]
     patched = dataclasses.replace(tool, approval=dataclasses.replace(tool.approval, expiry=expiry))
     monkeypatch.setitem(agent._tools, "issue_refund", patched)  # type: ignore[attr-defined]
+    return tool
+
+
+def gate_with_expiry(monkeypatch: pytest.MonkeyPatch, expiry: Expiry | None) -> ApprovalRequest:
+    """make_gate for refunds' issue_refund, its Approval carrying `expiry` for this gate only."""
+    tool = refunds_expire(monkeypatch, expiry)
     try:
         return make_gate()
     finally:
-        monkeypatch.setitem(agent._tools, "issue_refund", tool)  # type: ignore[attr-defined]
+        monkeypatch.setitem(registry.get("refunds")._tools, "issue_refund", tool)  # type: ignore[attr-defined]
 
 
 LEDGER = (AuditEvent._meta.db_table, LedgerHead._meta.db_table)

@@ -19,12 +19,14 @@ from agents.actions import (
     do_start_thread,
     replay_warnings,
 )
+from agents.tools import Expiry
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
+from approvals.actions.expiry import do_expire_due
 from approvals.actions.threads import do_control, do_edit_state, do_fork_thread
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
-from approvals.tests.helpers import steps_sent
+from approvals.tests.helpers import refunds_expire, steps_sent
 from approvals.thread_selectors import history
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
@@ -162,6 +164,29 @@ def test_a_fork_that_asks_a_pending_gate_again_points_at_it_and_keeps_its_place(
     again = ApprovalRequest.objects.get(thread_id=first.thread_id, status=ApprovalStatus.PENDING)
     assert (again.key, again.supersedes_id) == (first.key, first.pk)
     assert again.created_at == first.created_at < later.created_at
+
+
+@pytest.mark.parametrize("how", ["edit", "fork"])
+def test_a_gate_asked_again_after_its_request_escalated_stays_escalated(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    olga = make_user("olga", "operator")
+    refunds_expire(monkeypatch, Expiry(900, "escalate", to_queue="supervisors"))
+    first = make_gate()
+    assert do_expire_due(now=timezone.now() + timedelta(seconds=901)) == 1
+
+    if how == "edit":
+        values = head_values(first.thread_id)
+        values["messages"][-1]["content"] = "Refunding the order in full."
+        do_edit_state(first.thread_id, user=olga, values=values)
+    else:
+        do_fork_thread(first.thread_id, user=olga, checkpoint_id=str(first.checkpoint_id), values=None)
+
+    again = ApprovalRequest.objects.get(thread_id=first.thread_id, status=ApprovalStatus.PENDING)
+    assert again.supersedes_id == first.pk
+    # Still with the supervisors, marked as escalated, not timed again for the refunds team.
+    assert (again.queue, again.escalated_from, again.expires_at) == ("supervisors", "refunds", None)
+    assert again.status_reason == "Nobody decided within 15 minutes."
 
 
 def test_an_invalid_state_edit_is_refused_with_field_errors_and_changes_nothing() -> None:
