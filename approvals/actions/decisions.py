@@ -109,6 +109,11 @@ def check_decision(
     """Validate a decision against the request's allowed decisions and the tool's schema.
     do_decide checks the permission again on the locked row (an escalation may move it)."""
     check_may_decide(request_, user=user)
+    # Said before anything about the input: a late or taken request's form mistakes do not matter.
+    if not request_.is_pending:
+        raise DecisionConflict(request_)
+    if request_.is_claimed and request_.claimed_by_id != user.pk:
+        raise DecisionConflict(request_, claimed_message(request_))
     if decision not in request_.allowed_decisions:
         allowed = ", ".join(request_.allowed_decisions)
         raise InvalidInput({"decision": f"{decision!r} is not allowed here; choose one of: {allowed}"})

@@ -160,6 +160,47 @@ def test_a_request_whose_thread_moved_on_is_superseded_and_refused_with_the_reas
     assert status_of(request_) == ApprovalStatus.SUPERSEDED
 
 
+@pytest.mark.parametrize(
+    ("body", "form"),
+    [
+        ({"decision": "edit", "args": {"order_id": "ORD-1001", "amount_cents": 0}}, None),
+        ({"decision": "reject"}, {"decision": "reject"}),
+        ({"decision": "respond", "message": "x" * 20_000}, {"decision": "respond", "message": "x" * 20_000}),
+    ],
+)
+@pytest.mark.parametrize("why", ["decided", "superseded", "claimed"])
+def test_a_decision_on_a_request_no_one_may_decide_now_says_so_before_any_mistake_in_it(
+    why: str, body: dict[str, Any], form: dict[str, str] | None
+) -> None:
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = make_gate()
+    if why == "decided":
+        do_decide(request_, reviewer=sam, valid=check_decision(request_, user=sam, decision="approve"))
+    elif why == "superseded":
+        ApprovalRequest.objects.filter(pk=request_.pk).update(
+            status=ApprovalStatus.SUPERSEDED, status_reason="olga edited the state"
+        )
+    else:
+        do_claim(request_.pk, user=sam)
+    said = {
+        "decided": "Already approved by sam.",
+        "superseded": "no longer current: olga edited the state",
+        "claimed": "Claimed by sam",
+    }[why]
+    before = ApprovalRequest.objects.filter(pk=request_.pk).values().get()
+
+    answer = api(do_create_token(user=rita)).post(
+        f"/api/approvals/{request_.pk}/decision", body, content_type="application/json"
+    )
+    assert (answer.status_code, said in answer.json()["detail"]) == (409, True)
+    if form is not None:
+        page = Client()
+        page.force_login(rita)
+        answer = page.post(f"/approvals/{request_.pk}/", form)
+        assert (answer.status_code, said in answer.content.decode()) == (409, True)
+    assert ApprovalRequest.objects.filter(pk=request_.pk).values().get() == before
+
+
 def test_every_decision_is_audited_in_a_hash_chain() -> None:
     rita = make_user("rita", "reviewer")
     first, second = make_gate(), make_gate()
