@@ -110,6 +110,14 @@ class Agent:
         """The edited arguments as `action` will receive them; ToolArgumentsError if it cannot."""
         raise ToolArgumentsError(action, {"__all__": f"{action!r} cannot be run with edited arguments"})
 
+    def checked_args(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The proposed arguments as `action` will read them (a number the model sent as text,
+        as the number): what reviewers see and policies judge. Ones it refuses stay as proposed."""
+        try:
+            return self.validate_edit(action, args)
+        except ToolArgumentsError:
+            return args
+
     def side_effects_after(self, *, origin: dict[str, Any], head: dict[str, Any]) -> list[dict[str, Any]]:
         """Gated actions that ran between the states `origin` and `head` (a fork from origin may
         run them again): [{"tool", "arguments", "result"}]."""

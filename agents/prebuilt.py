@@ -12,7 +12,7 @@ from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Step, StepContext
 from agents.messages import message_errors
 from agents.state import State, new_message_id
-from agents.tools import Approval, Decision, Tool, ToolArgumentsError, ToolContext
+from agents.tools import Approval, Decision, Expiry, Tool, ToolArgumentsError, ToolContext
 
 REJECTED_PREFIX = "Rejected by a human reviewer: "
 EXPIRED_PREFIX = "Rejected automatically, no reviewer decided in time: "
@@ -105,9 +105,11 @@ class ToolAgent(Agent):
             tool = self.tool(call.name)
             if tool is None or tool.approval is None:
                 continue
-            args = llm.parse_arguments(call.arguments)
-            args = args if isinstance(args, dict) else {"__raw__": args}
-            if _invalid(tool, args):
+            proposed = llm.parse_arguments(call.arguments)
+            try:
+                # As the tool will read them: a policy judges `"600000"` as the number it is.
+                args = tool.validate_args(proposed if isinstance(proposed, dict) else {"__raw__": proposed})
+            except ToolArgumentsError:
                 continue  # no reviewer is asked about a call its own tool refuses; run_tools says why
             gates.append(
                 Gate(
@@ -186,6 +188,8 @@ def _invoke(tool: Tool, args: Any, context: ToolContext) -> str:
     """Run a tool; its own errors become the result so the model can see them and go on."""
     try:
         value = tool.invoke(args, context=context)
+        # A value JSON cannot hold (a datetime, a Decimal) is written as its text.
+        return value if isinstance(value, str) else json.dumps(value, default=str)
     except ToolArgumentsError as exc:
         return f"Error: {exc}"
     except DatabaseError:
@@ -194,7 +198,6 @@ def _invoke(tool: Tool, args: Any, context: ToolContext) -> str:
         raise
     except Exception as exc:
         return f"Error: {tool.name} failed: {type(exc).__name__}: {exc}"
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def approval_errors(approval: Approval, *, where: str) -> list[str]:
@@ -204,7 +207,12 @@ def approval_errors(approval: Approval, *, where: str) -> list[str]:
         errors.append(f"{where}: queue {approval.queue!r} must match {QUEUE_NAME.pattern}")
     if not approval.decisions:
         errors.append(f"{where}: an approval must allow at least one decision")
-    errors += [f"{where}: unknown decision {d!r}" for d in approval.decisions if d not in Decision.values]
+    if isinstance(approval.decisions, str):
+        errors.append(f"{where}: decisions must be a tuple of decisions, e.g. (Decision.APPROVE,)")
+    else:
+        errors += [f"{where}: unknown decision {d!r}" for d in approval.decisions if d not in Decision.values]
+    if approval.expiry is not None and not isinstance(approval.expiry, Expiry):
+        errors.append(f"{where}: expiry must be an Expiry(...), got {approval.expiry!r}")
     return errors
 
 

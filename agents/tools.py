@@ -24,6 +24,7 @@ class Decision(models.TextChoices):
 
 
 _QUEUE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_EXPIRY_S = 10 * 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,16 @@ class Expiry:
     to_queue: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.after_s, int | float) or self.after_s <= 0:
-            raise ValueError(f"Expiry.after_s must be a positive number of seconds, got {self.after_s!r}")
+        if (
+            not isinstance(self.after_s, int | float)
+            or not 0
+            < self.after_s
+            <= MAX_EXPIRY_S  # NaN fails too; a deadline past year 9999 cannot be stored
+        ):
+            raise ValueError(
+                f"Expiry.after_s must be a positive number of seconds, at most {MAX_EXPIRY_S:,} (ten "
+                f"years), got {self.after_s!r}"
+            )
         if self.action not in ("reject", "escalate"):
             raise ValueError(f"Expiry.action must be 'reject' or 'escalate', got {self.action!r}")
         if self.action == "escalate" and not _QUEUE_NAME.match(self.to_queue):
@@ -92,7 +101,7 @@ def _fill(template: str | Callable[[dict[str, Any]], str], args: dict[str, Any],
             return ""
     try:
         return template.format(**args)
-    except (KeyError, IndexError, ValueError, AttributeError):
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # TypeError: "{note:.40}" of None
         return unfilled
 
 
@@ -133,7 +142,8 @@ class Tool:
     description: str
     args_model: type[pydantic.BaseModel]
     approval: Approval | None = None
-    wants_context: bool = False
+    context_param: str = ""
+    """The name of the parameter typed ToolContext, if the function takes one."""
 
     def openai_schema(self) -> dict[str, Any]:
         return {
@@ -157,7 +167,10 @@ class Tool:
         return schema
 
     def validate_args(self, args: Any) -> dict[str, Any]:
-        """Return the arguments coerced to the schema, or raise ToolArgumentsError."""
+        """Return the arguments coerced to the schema, as JSON, or raise ToolArgumentsError."""
+        return self._validated(args).model_dump(mode="json")
+
+    def _validated(self, args: Any) -> pydantic.BaseModel:
         if isinstance(args, str):
             try:
                 args = json.loads(args or "{}")
@@ -168,13 +181,18 @@ class Tool:
         if not isinstance(args, dict):
             raise ToolArgumentsError(self.name, {"__all__": "The arguments must be a JSON object"})
         try:
-            return self.args_model.model_validate(args).model_dump(mode="json")
+            return self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(self.name, plain_errors(self.args_model, exc)) from exc
 
     def invoke(self, args: dict[str, Any], *, context: ToolContext) -> Any:
-        valid = self.validate_args(args)
-        return self.fn(**valid, ctx=context) if self.wants_context else self.fn(**valid)
+        """Call the function with its arguments as its signature types them (a date as a date, a
+        model as the model; stored as JSON, they are read back through the schema here)."""
+        valid = self._validated(args)
+        kwargs = {name: getattr(valid, name) for name in type(valid).model_fields}
+        if self.context_param:
+            kwargs[self.context_param] = context
+        return self.fn(**kwargs)
 
 
 def plain_errors(model: type[pydantic.BaseModel] | None, exc: pydantic.ValidationError) -> dict[str, str]:
@@ -230,13 +248,17 @@ def _plain(error: Any) -> str:
     )
 
 
-def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], bool]:
+def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], str]:
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
-    wants_context = False
+    context_param = ""
     for param in inspect.signature(fn).parameters.values():
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            # A tool is called with its arguments by name: *args, **kwargs and positional-only
+            # parameters could never be given.
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} must be a named parameter")
         if hints.get(param.name) is ToolContext:
-            wants_context = True
+            context_param = param.name
             continue
         if param.name not in hints:
             raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
@@ -244,7 +266,7 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseMo
         fields[param.name] = (hints[param.name], default)
     config = pydantic.ConfigDict(extra="forbid")
     model = pydantic.create_model(f"{name}_args", __config__=config, **fields)
-    return model, wants_context
+    return model, context_param
 
 
 def tool(
@@ -254,7 +276,7 @@ def tool(
 
     def wrap(func: Callable[..., Any]) -> Tool:
         tool_name = name or func.__name__
-        args_model, wants_context = _args_model(func, tool_name)
+        args_model, context_param = _args_model(func, tool_name)
         doc = inspect.getdoc(func) or ""
         return Tool(
             name=tool_name,
@@ -262,7 +284,7 @@ def tool(
             description=doc,
             args_model=args_model,
             approval=approval,
-            wants_context=wants_context,
+            context_param=context_param,
         )
 
     return wrap(fn) if fn is not None else wrap

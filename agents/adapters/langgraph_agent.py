@@ -250,7 +250,8 @@ class LangGraphAgent(SegmentAgent):
     def _gates(self, interrupts: list[dict[str, Any]]) -> list[Gate]:
         gates = []
         for interrupt in interrupts:
-            for index, (action, args, description, decisions) in enumerate(_asked(interrupt["value"])):
+            for index, (action, proposed, description, decisions) in enumerate(_asked(interrupt["value"])):
+                args = self.checked_args(action, proposed)
                 approval = self.approval_for(action)
                 allowed = tuple(d for d in approval.decisions if d in decisions)
                 gates.append(

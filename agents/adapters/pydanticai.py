@@ -194,17 +194,22 @@ class PydanticAIAgent(SegmentAgent):
         return self._gates(history[-1].tool_calls)
 
     def _gates(self, calls: list[Any]) -> list[Gate]:
-        return [
-            Gate(
-                key=call.tool_call_id,
-                action=call.tool_name,
-                args=call.args_as_dict(),
-                approval=self.gates[call.tool_name],
-                description=self.gates[call.tool_name].describe(call.args_as_dict()),
+        gates = []
+        for call in calls:
+            if call.tool_name not in self.gates:
+                continue
+            args = self.checked_args(call.tool_name, call.args_as_dict())
+            approval = self.gates[call.tool_name]
+            gates.append(
+                Gate(
+                    key=call.tool_call_id,
+                    action=call.tool_name,
+                    args=args,
+                    approval=approval,
+                    description=approval.describe(args),
+                )
             )
-            for call in calls
-            if call.tool_name in self.gates
-        ]
+        return gates
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""

@@ -1,20 +1,23 @@
 """How agents are declared: tools from typed functions, typed state with reducers, the registry
 and the startup checks that reject bad definitions."""
 
+import datetime
+import decimal
+import enum
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agents.checks import check_agents
 from agents.graph import Agent, Step, StepContext
 from agents.prebuilt import ToolAgent
 from agents.registry import AgentRegistry, UnknownAgent, registry
 from agents.state import State, add_messages, append, replace
-from agents.tools import Approval, Decision, ToolArgumentsError, ToolContext, tool
+from agents.tools import Approval, Decision, Expiry, ToolArgumentsError, ToolContext, tool
 
 # --- Tools --------------------------------------------------------------------------------
 
@@ -61,8 +64,8 @@ def test_tool_schema_carries_annotated_field_constraints() -> None:
 
 def test_tool_schema_leaves_out_the_tool_context_parameter() -> None:
     assert "ctx" not in refund.args_schema()["properties"]
-    assert refund.wants_context is True
-    assert lookup.wants_context is False
+    assert refund.context_param == "ctx"
+    assert lookup.context_param == ""
 
 
 def test_tool_schema_forbids_extra_arguments() -> None:
@@ -140,6 +143,73 @@ def test_invoke_passes_the_context_to_tools_that_want_it() -> None:
     result = refund.invoke({"order_id": "ORD-1", "amount_cents": 5}, context=context)
 
     assert result["key"] == "t1:c1:call_1"
+
+
+def test_invoke_gives_a_tool_its_arguments_as_its_signature_types_them() -> None:
+    class Size(enum.Enum):
+        SMALL = "small"
+
+    class Address(BaseModel):
+        city: str
+
+    @tool
+    def ship(
+        on: datetime.date,
+        cost: decimal.Decimal,
+        size: Size,
+        to: Address,
+        tags: set[str],
+        context: ToolContext,
+    ) -> dict[str, Any]:
+        """Ship an order."""
+        return {
+            "weekday": on.weekday(),
+            "cost": cost + 1,
+            "size": size.value,
+            "city": to.city,
+            "n": len(tags),
+        }
+
+    stored = {"on": "2026-11-30", "cost": "9.50", "size": "small", "to": {"city": "Oslo"}, "tags": ["a", "a"]}
+    context = ToolContext(thread_id="t1", checkpoint_id="c1", tool_call_id="call_1")
+
+    # As stored (JSON), read back through the schema; the context under its own parameter name.
+    assert ship.invoke(stored, context=context) == {
+        "weekday": 0,
+        "cost": decimal.Decimal("10.50"),
+        "size": "small",
+        "city": "Oslo",
+        "n": 1,
+    }
+    assert ship.validate_args(stored)["on"] == "2026-11-30"  # what gates and edits keep: JSON
+
+
+def star_args(*orders: str) -> None: ...
+
+
+def star_kwargs(**orders: str) -> None: ...
+
+
+def positional_only(order: str, /) -> None: ...
+
+
+@pytest.mark.parametrize("fn", [star_args, star_kwargs, positional_only])
+def test_a_tool_parameter_it_could_not_be_called_with_by_name_raises_type_error(fn: Any) -> None:
+    with pytest.raises(TypeError, match="must be a named parameter"):
+        tool(fn)
+
+
+def test_a_template_that_cannot_format_an_argument_falls_back_instead_of_raising() -> None:
+    approval = Approval(summary="Note {note:.40}", description="Note {note:.40} for {order_id}")
+
+    assert approval.summarize({"note": None}) == ""  # the inbox then shows the generic line
+    assert approval.describe({"note": None}) == "Note {note:.40} for {order_id}"
+
+
+@pytest.mark.parametrize("after_s", [float("nan"), float("inf"), 10**12, 0, -1])
+def test_an_expiry_that_no_deadline_could_hold_is_refused_where_it_is_declared(after_s: float) -> None:
+    with pytest.raises(ValueError, match="at most 315,360,000"):
+        Expiry(after_s)
 
 
 # --- State --------------------------------------------------------------------------------
@@ -432,6 +502,18 @@ def test_check_reports_an_unknown_decision(register_temporarily: Any) -> None:
     register_temporarily(ToolAgent(name="odd-decision", state=Chat, tools=[odd]))
 
     assert problems_of("odd-decision") == ["Agent 'odd-decision': tool 'odd': unknown decision 'escalate'"]
+
+
+def test_check_reports_decisions_given_as_one_string_and_an_expiry_given_as_a_number(
+    register_temporarily: Any,
+) -> None:
+    odd = tool(name="odd", approval=Approval(decisions="approve", expiry=3600))(lookup.fn)  # type: ignore[arg-type]
+    register_temporarily(ToolAgent(name="odd-approval", state=Chat, tools=[odd]))
+
+    assert problems_of("odd-approval") == [
+        "Agent 'odd-approval': tool 'odd': decisions must be a tuple of decisions, e.g. (Decision.APPROVE,)",
+        "Agent 'odd-approval': tool 'odd': expiry must be an Expiry(...), got 3600",
+    ]
 
 
 def test_check_reports_every_problem_of_an_agent(register_temporarily: Any) -> None:

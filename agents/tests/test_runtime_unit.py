@@ -4,6 +4,7 @@ A scripted model is fine here: these are unit tests of what the runtime does wit
 The real HTTP path to a model is covered by the offline-model and integration tests.
 """
 
+import datetime
 import json
 from collections.abc import Iterator
 from functools import partial
@@ -363,6 +364,34 @@ def test_a_database_error_in_a_tool_is_raised_for_a_retry_never_read_by_the_mode
     with pytest.raises(OperationalError):
         agent.run_tools(state_after(lookup_call()), context())
     assert issubclass(OperationalError, RETRYABLE)
+
+
+def test_a_tool_result_json_cannot_hold_is_given_to_the_model_as_text_not_a_failed_thread() -> None:
+    @tool
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        """Look up an order."""
+        return {"order_id": order_id, "shipped_at": datetime.datetime(2026, 11, 2, 9, 30)}
+
+    agent = ToolAgent(name="unit-dates", state=Chat, tools=[lookup_order])
+
+    step = agent.run_tools(state_after(lookup_call()), context())
+
+    assert json.loads(tool_results(step)["call_lookup"]) == {
+        "order_id": "ORD-1001",
+        "shipped_at": "2026-11-02 09:30:00",
+    }
+
+
+def test_a_gate_holds_the_arguments_as_its_tool_reads_them(harness: Harness) -> None:
+    # A number the model wrote as text: the tool reads it as the number, so reviewers and
+    # policies see that number (a policy on `args.amount_cents > 50000` judges it).
+    call = llm.ToolCall(
+        id="call_refund", name="issue_refund", arguments='{"order_id": "ORD-1001", "amount_cents": "600000"}'
+    )
+
+    [gate] = harness.agent.pending_gates(state_after(call), "tools")
+
+    assert gate.args == {"order_id": "ORD-1001", "amount_cents": 600000}
 
 
 def test_a_rerun_with_the_same_run_once_store_does_not_run_the_tool_again(harness: Harness) -> None:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents.actions import InvalidInput
 from agents.gates import DECISION_PREFIX
+from agents.registry import registry
 from agents.runtime import RESULT_PREFIX
 from approvals.actions.decisions import check_decision, describe_closed, do_decide
 from approvals.actions.policies import do_create_policy, do_delete_policy, do_update_policy
@@ -145,6 +146,35 @@ def test_require_policy_sets_the_number_of_approvers_and_their_groups() -> None:
         2,
         ["supervisors-team"],
     )
+
+
+def test_a_number_the_model_writes_as_text_is_judged_as_the_number_its_tool_reads() -> None:
+    # `"600000" > 100000` is a CEL type error, which matches no policy: the request went to one
+    # reviewer in the plain queue, and the tool then read 600000.
+    policy("no huge refunds", "args.amount_cents > 500000", "deny", message="Ask a manager.")
+    policy("two people", "args.amount_cents > 100000", "require", approvers=2)
+
+    huge = make_gate(args={"order_id": "ORD-1004", "amount_cents": "600000"})
+    large = make_gate(args={"order_id": "ORD-1004", "amount_cents": "150000"})
+    large.refresh_from_db()
+
+    assert (huge.status, huge.args["amount_cents"]) == (ApprovalStatus.REJECTED, 600000)
+    assert (large.status, large.required_approvals) == (ApprovalStatus.PENDING, 2)
+
+
+@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph"])
+def test_a_framework_agents_gate_holds_the_arguments_as_its_tool_reads_them(agent: str) -> None:
+    from pydantic_ai.messages import ToolCallPart
+
+    proposed = {"order_id": "ORD-1004", "amount_cents": "600000"}
+    definition: Any = registry.get(agent)
+    if agent == "refunds_pydantic_ai":
+        [gate] = definition._gates([ToolCallPart(tool_name="issue_refund", args=proposed, tool_call_id="c1")])
+    else:
+        request = {"action_requests": [{"name": "issue_refund", "args": proposed}], "review_configs": []}
+        [gate] = definition._gates([{"id": "i1", "value": request}])
+
+    assert gate.args == {"order_id": "ORD-1004", "amount_cents": 600000}
 
 
 def test_the_first_matching_policy_in_order_decides() -> None:
