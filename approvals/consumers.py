@@ -153,9 +153,10 @@ class InboxConsumer(RejoiningConsumer):
         """Queue rights change rarely: re-read them each rejoin, re-render if they did."""
         if not await super().refresh():
             return False
-        viewer = await database_sync_to_async(self._viewer)()
+        # The user was read afresh just now, and its rights with it.
+        viewer = await database_sync_to_async(lambda: self._viewer(fresh=False))()
         if viewer != self.view.viewer:
-            self.view = await database_sync_to_async(self._view)()
+            self.view = await database_sync_to_async(lambda: self._view(fresh=False))()
             self._full_refresh()
         return True
 
