@@ -48,13 +48,15 @@ def _item_or_404(request: AuthedRequest, pk: int) -> ApprovalRequest:
         raise Http404("No such approval request.") from exc
 
 
-def _item_after(request: AuthedRequest, pk: int, *, error: str) -> ApprovalRequest:
-    """The request again, after an action: one escalated meanwhile to a queue the user cannot
-    see is refused with the action's reason (the action refused it for that)."""
-    try:
-        return access_request(user=request.user, request_id=pk)
-    except ApprovalRequest.DoesNotExist as exc:
-        raise PermissionDenied(error or "This request moved to a queue you cannot see.") from exc
+def _moved_away(request: AuthedRequest, *, error: str) -> HttpResponse:
+    """After an action on a request escalated meanwhile to a queue the user cannot see (the
+    action refused it for that): a 403 saying why; to htmx, the inbox with the reason, since a
+    page in place of a fragment would land inside the page."""
+    message = error or "This request moved to a queue you cannot see."
+    if request.htmx:
+        messages.error(request, message)
+        return HttpResponseClientRedirect(reverse("approvals:inbox"))
+    raise PermissionDenied(message)
 
 
 @require_http_methods(["GET", "POST"])
@@ -66,7 +68,10 @@ def decision(request: AuthedRequest, pk: int) -> HttpResponse:
         if outcome is None and not request.htmx:
             return redirect("approvals:inbox")
         context.update(outcome or {})
-        item = _item_after(request, pk, error=context.get("error", ""))
+        try:
+            item = access_request(user=request.user, request_id=pk)
+        except ApprovalRequest.DoesNotExist:
+            return _moved_away(request, error=context.get("error", ""))
     else:
         do_touch_claim(item.pk, user=request.user)
     context.update(selectors.status_context(item, request.user))
@@ -155,7 +160,10 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
         error, status = str(exc), 409
     except InvalidInput as exc:
         error, status = "; ".join(f"{k}: {v}" for k, v in exc.errors.items()), 400
-    item = _item_after(request, pk, error=error)
+    try:
+        item = access_request(user=request.user, request_id=pk)
+    except ApprovalRequest.DoesNotExist:
+        return _moved_away(request, error=error)
     if not request.htmx:
         if error:
             messages.error(request, error)
