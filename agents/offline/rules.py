@@ -239,7 +239,9 @@ def current_turn(messages: list[Message]) -> Turn:
 def parse_calls(message: Message) -> list[Call]:
     """Return an assistant message's function calls, skipping malformed ones."""
     calls = []
-    for raw in message.get("tool_calls") or []:
+    raw_calls = message.get("tool_calls")
+    # The endpoint refuses other shapes; the rules still never fail on them (pure callers).
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
         function = raw.get("function") if isinstance(raw, dict) else None
         if not isinstance(function, dict):
             continue
@@ -261,7 +263,8 @@ def content_text(message: Message) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+        texts = (p.get("text") for p in content if isinstance(p, dict))
+        return "".join(t for t in texts if isinstance(t, str))
     return ""
 
 

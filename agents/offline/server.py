@@ -98,6 +98,9 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     messages = body["messages"]
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise InvalidRequest("'messages' must be a list of message objects.")
+    for index, message in enumerate(messages):
+        if problem := message_problem(message, where=f"messages[{index}]"):
+            raise InvalidRequest(f"{problem}.")
     if body.get("tools") is not None and not isinstance(body["tools"], list):
         raise InvalidRequest("'tools' must be a list.")
     if body.get("stream"):
@@ -105,6 +108,46 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     if problem := first_problem(body, "body"):  # the rules hash the text as UTF-8
         raise InvalidRequest(f"Refused: {problem}.")
     return body
+
+
+def message_problem(message: dict[str, Any], *, where: str) -> str:
+    """Describe what is malformed about one message, or "" (the rules read only well-shaped ones)."""
+    if message.get("role") == "tool" and message.get("content") is None:
+        return f"'{where}.content' is required for a tool message"
+    return content_problem(message.get("content"), where=f"{where}.content") or tool_calls_problem(
+        message.get("tool_calls"), where=f"{where}.tool_calls"
+    )
+
+
+def content_problem(content: Any, *, where: str) -> str:
+    """Content is a string, null, or a list of parts whose text is a string."""
+    if content is None or isinstance(content, str):
+        return ""
+    if not isinstance(content, list):
+        return f"'{where}' must be a string, null or a list of content parts"
+    for index, part in enumerate(content):
+        if not isinstance(part, dict):
+            return f"'{where}[{index}]' must be a content part object"
+        # A text part must carry its text; any part's text, when present, is joined as a string.
+        if (part.get("type") == "text" or "text" in part) and not isinstance(part.get("text"), str):
+            return f"'{where}[{index}].text' must be a string"
+    return ""
+
+
+def tool_calls_problem(tool_calls: Any, *, where: str) -> str:
+    """tool_calls is null or a list of objects with function.name and function.arguments strings."""
+    if tool_calls is None:
+        return ""
+    if not isinstance(tool_calls, list):
+        return f"'{where}' must be a list of tool call objects"
+    for index, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            return f"'{where}[{index}]' must be an object with a 'function' object"
+        for key in ("name", "arguments"):
+            if not isinstance(function.get(key), str):
+                return f"'{where}[{index}].function.{key}' must be a string"
+    return ""
 
 
 def completion(message: dict[str, Any], *, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:

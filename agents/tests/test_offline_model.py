@@ -246,6 +246,9 @@ def test_call_ids_are_deterministic_and_depend_on_the_conversation() -> None:
         [{"role": "user"}],
         [{"role": "user", "content": None}],
         [{"role": "user", "content": [{"type": "text", "text": "Refund ORD-7"}]}],
+        [{"role": "user", "content": [{"type": "text", "text": 5}, {"text": None}, {"text": ["x"]}]}],
+        [user("ORD-1"), {"role": "assistant", "tool_calls": 5}],
+        [user("ORD-1"), {"role": "assistant", "tool_calls": {"id": "c1"}}],
         [user("ORD-1"), {"role": "assistant", "tool_calls": [{"id": "c1"}, "junk", {"function": {}}]}],
         [
             user("ORD-1"),
@@ -347,6 +350,75 @@ def test_endpoint_rejects_bad_requests(body: Any, fragment: str) -> None:
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
     assert fragment in error["message"]
+
+
+def assistant_calls(tool_calls: Any) -> dict[str, Any]:
+    return {"messages": [user("Refund ORD-1001"), {"role": "assistant", "tool_calls": tool_calls}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (
+            {"messages": [user([{"type": "text", "text": 5}])]},
+            "'messages[0].content[0].text' must be a string",
+        ),
+        ({"messages": [user([{"type": "text"}])]}, "'messages[0].content[0].text' must be a string"),
+        ({"messages": [user([{"text": ["a"]}])]}, "'messages[0].content[0].text' must be a string"),
+        ({"messages": [user(["hi"])]}, "'messages[0].content[0]' must be a content part object"),
+        ({"messages": [user(5)]}, "'messages[0].content' must be a string, null or a list"),
+        ({"messages": [user({"text": "hi"})]}, "'messages[0].content' must be a string, null or a list"),
+        (assistant_calls(5), "'messages[1].tool_calls' must be a list"),
+        (assistant_calls({"id": "c1"}), "'messages[1].tool_calls' must be a list"),
+        (assistant_calls(["junk"]), "'messages[1].tool_calls[0]' must be an object with a 'function'"),
+        (assistant_calls([{"id": "c1"}]), "'messages[1].tool_calls[0]' must be an object with a 'function'"),
+        (
+            assistant_calls([{"id": "c1", "function": {"arguments": "{}"}}]),
+            "'messages[1].tool_calls[0].function.name' must be a string",
+        ),
+        (
+            assistant_calls([{"id": "c1", "function": {"name": "lookup_order", "arguments": {}}}]),
+            "'messages[1].tool_calls[0].function.arguments' must be a string",
+        ),
+        (
+            {"messages": [user("ORD-1"), {"role": "tool", "tool_call_id": "c1", "content": {"ok": 1}}]},
+            "'messages[1].content' must be a string, null or a list",
+        ),
+        (
+            {"messages": [user("ORD-1"), {"role": "tool", "tool_call_id": "c1", "content": None}]},
+            "'messages[1].content' is required for a tool message",
+        ),
+    ],
+)
+@pytest.mark.parametrize("tools", [REFUND_TOOLS, []])
+def test_endpoint_rejects_malformed_messages_with_a_400_naming_where(
+    body: dict[str, Any], fragment: str, tools: list[dict[str, Any]]
+) -> None:
+    # These reached the rules and ended as a plain-text 500 ("Exception in ASGI application").
+    response = post({**body, "tools": tools})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert fragment in error["message"]
+
+
+def test_endpoint_answers_well_shaped_parts_and_tool_calls() -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id": "ORD-1001"}'},
+    }
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Refund ORD-1001"}, {"type": "image_url", "image_url": {}}],
+        },
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": json.dumps(ORDER_1001)}]},
+    ]
+    response = post({"messages": messages, "tools": REFUND_TOOLS})
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"] == rules.reply(messages, REFUND_TOOLS)
 
 
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
