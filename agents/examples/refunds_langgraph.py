@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from agents import llm
 from agents.adapters.langgraph_agent import LangGraphAgent, gatehouse_step
-from agents.examples.agents import REFUND_APPROVAL, find_order, record_refund
+from agents.examples.agents import REFUND_APPROVAL, OrderId, find_order, record_refund
 from agents.registry import register
 
 PROMPT = "You are a customer-support agent. Look up the order before refunding it. Be brief."
@@ -27,14 +27,14 @@ GATED = {"issue_refund"}
 
 
 @tool
-def lookup_order(order_id: str) -> str:
+def lookup_order(order_id: OrderId) -> str:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
     return json.dumps(find_order(order_id))
 
 
 @tool
 def issue_refund(
-    order_id: Annotated[str, Field(min_length=1, max_length=40, title="Order id")],
+    order_id: OrderId,  # the native agent's type: blank refused, whitespace stripped
     amount_cents: Annotated[int, Field(gt=0, le=1_000_000, title="Amount", description="Amount in cents")],
     tool_call_id: Annotated[str, InjectedToolCallId],
 ) -> str:

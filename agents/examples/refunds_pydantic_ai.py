@@ -10,7 +10,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from agents.adapters.pydanticai import GatehouseDeps, PydanticAIAgent
-from agents.examples.agents import REFUND_APPROVAL, find_order, record_refund
+from agents.examples.agents import REFUND_APPROVAL, OrderId, find_order, record_refund
 from agents.registry import register
 
 model = OpenAIChatModel(
@@ -29,7 +29,7 @@ support = Agent(
 
 
 @support.tool_plain
-def lookup_order(order_id: str) -> dict[str, Any]:
+def lookup_order(order_id: OrderId) -> dict[str, Any]:
     """Look up an order by its id (like ORD-1001): customer, email, total and status."""
     return find_order(order_id)
 
@@ -37,7 +37,7 @@ def lookup_order(order_id: str) -> dict[str, Any]:
 @support.tool(requires_approval=True)
 def issue_refund(
     ctx: RunContext[GatehouseDeps],
-    order_id: Annotated[str, Field(min_length=1, max_length=40)],
+    order_id: OrderId,  # the native agent's type: blank refused, whitespace stripped
     amount_cents: Annotated[int, Field(gt=0, le=1_000_000, description="Amount in cents")],
 ) -> dict[str, Any]:
     """Refund money to the customer of an order. Moves money: a human approves it first."""
