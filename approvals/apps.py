@@ -30,3 +30,16 @@ class ApprovalsConfig(AppConfig):
             policy_cache.on_policy_saved, sender=Policy.groups.through, dispatch_uid="policy_cache.groups"
         )
         post_migrate.connect(policy_cache.on_flush, dispatch_uid="policy_cache.flush")  # also after a flush
+        self._watch_groups()
+
+    def _watch_groups(self) -> None:
+        """A cached policy holds its groups' names: renaming or deleting a group invalidates it."""
+        from django.contrib.auth.models import Group
+        from django.db.models.signals import post_delete, post_save
+
+        from approvals import policy_cache
+
+        post_save.connect(policy_cache.on_policy_saved, sender=Group, dispatch_uid="policy_cache.group_save")
+        post_delete.connect(
+            policy_cache.on_policy_saved, sender=Group, dispatch_uid="policy_cache.group_delete"
+        )
