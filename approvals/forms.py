@@ -1,5 +1,6 @@
 """Forms: the edit form for a gated call (built from the tool's argument schema), and filters."""
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from agents.registry import UnknownAgent, registry
 from approvals.actions.ledger import LedgerFilter
 from approvals.models import ApprovalRequest
 from approvals.selectors import InboxFilter
+from checkpoints import json_text
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,42 @@ class ArgField:
     multiline: bool
     error: str = ""
     help: str = ""
+    as_json: bool = False  # edited as JSON text (lists, objects, unions)
+
+
+SCALARS = {"string", "integer", "number", "boolean"}
+
+
+class UnreadableJSON(str):
+    """Text posted for a JSON field that does not parse: kept as typed, so the schema refuses it
+    (a list or object field reads no string) and the form shows it back with why."""
+
+    problem: str
+
+    def __new__(cls, text: str, *, problem: str) -> "UnreadableJSON":
+        made = super().__new__(cls, text)
+        made.problem = problem
+        return made
+
+
+@dataclass(frozen=True)
+class ArgKind:
+    """How one argument's schema is edited: a plain input, or JSON text."""
+
+    prop: dict[str, Any]  # the schema that types the input (a nullable's non-null option)
+    nullable: bool
+    json: bool
+
+
+def _kind(prop: dict[str, Any]) -> ArgKind:
+    """A single scalar type (string, number, ...), perhaps nullable, is a plain input; lists,
+    objects, unions of several types and untyped values are edited as JSON."""
+    options = prop.get("anyOf") or prop.get("oneOf") or [prop]
+    nullable = any(o.get("type") == "null" for o in options)
+    typed = [o for o in options if o.get("type") != "null"]
+    if len(typed) == 1 and typed[0].get("type") in SCALARS:
+        return ArgKind(prop={**prop, **typed[0]}, nullable=nullable, json=False)
+    return ArgKind(prop=prop, nullable=nullable, json=True)
 
 
 def _schema(request_: ApprovalRequest) -> dict[str, Any]:
@@ -31,6 +69,15 @@ def _schema(request_: ApprovalRequest) -> dict[str, Any]:
     return agent.edit_schema(request_.action)
 
 
+def _shown(value: Any, *, kind: ArgKind) -> Any:
+    """The field's text: JSON for JSON fields (str() would show Python: "['a']", "None")."""
+    if value is None and kind.nullable:
+        return ""
+    if not kind.json or isinstance(value, UnreadableJSON):
+        return value
+    return json.dumps(value, indent=2 if isinstance(value, dict | list) else None, ensure_ascii=False)
+
+
 def edit_fields(
     request_: ApprovalRequest, *, values: dict[str, Any] | None = None, errors: dict[str, str] | None = None
 ) -> list[ArgField]:
@@ -39,28 +86,60 @@ def edit_fields(
     errors = errors or {}
     fields = []
     for name, prop in _schema(request_).get("properties", {}).items():
-        kind = prop.get("type")
-        input_type = {"integer": "number", "number": "number"}.get(kind, "text")
-        if prop.get("format") == "email":
+        kind = _kind(prop)
+        typed = kind.prop.get("type")
+        input_type = {"integer": "number", "number": "number"}.get(str(typed), "text")
+        if kind.prop.get("format") == "email":
             input_type = "email"
+        value = values.get(name, "")
+        label = prop.get("title") or name.replace("_", " ")
+        error = errors.get(f"args.{name}", "")
+        if error and isinstance(value, UnreadableJSON):
+            error = f"{label} is not valid JSON: {value.problem}"
         fields.append(
             ArgField(
                 name=name,
-                label=prop.get("title") or name.replace("_", " "),
+                label=label,
                 input_type=input_type,
-                value=values.get(name, ""),
-                multiline=kind == "string" and (prop.get("maxLength") or 0) > 300,
-                error=errors.get(f"args.{name}", ""),
+                value="" if name not in values else _shown(value, kind=kind),
+                multiline=(typed == "string" and (kind.prop.get("maxLength") or 0) > 300)
+                or kind.json,  # JSON text: a list or object spans lines
+                error=error,
                 help=prop.get("description", ""),
+                as_json=kind.json,
             )
         )
     return fields
 
 
+OMITTED = object()  # an empty JSON field: the argument is left out
+
+
+def _parsed(text: str, *, kind: ArgKind) -> Any:
+    """A posted field's value; `OMITTED` for an empty JSON field that is not nullable."""
+    if kind.nullable and not text.strip():
+        return None  # an empty Optional is None, not "" (nor the text "None")
+    if not kind.json:
+        return text  # as before: the tool's schema coerces "42" to 42
+    if not text.strip():
+        return OMITTED  # the tool's default applies, or it says the argument is required
+    try:
+        return json_text.loads(text)  # bounded nesting: never a RecursionError
+    except json.JSONDecodeError as exc:
+        return UnreadableJSON(text, problem=f"{exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except ValueError as exc:  # NaN, too deep, an integer too long to read
+        return UnreadableJSON(text, problem=str(exc))
+
+
 def args_from_post(request_: ApprovalRequest, post: QueryDict) -> dict[str, Any]:
     """Collect `args.<name>` fields; the tool's schema coerces and validates them."""
-    names = _schema(request_).get("properties", {}).keys()
-    return {name: post[f"args.{name}"] for name in names if f"args.{name}" in post}
+    args = {}
+    for name, prop in _schema(request_).get("properties", {}).items():
+        if f"args.{name}" in post:
+            value = _parsed(str(post[f"args.{name}"]), kind=_kind(prop))
+            if value is not OMITTED:
+                args[name] = value
+    return args
 
 
 AGE_CHOICES = [
