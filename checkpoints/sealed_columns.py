@@ -4,9 +4,12 @@ Found through the app registry, so `rotate_checkpoint_key` covers the approvals'
 reasons and the audit ledger without this app knowing of them.
 """
 
+from typing import Any
+
 from django.apps import apps
 from django.db import models
 from django.db.models.functions import Cast
+from django.db.models.lookups import Exact
 
 from checkpoints.fields import EncryptedJSONField
 from checkpoints.keyset import batches
@@ -38,8 +41,14 @@ def _reseal(model: type[models.Model], name: str, batch_size: int) -> int:
     for batch in batches(rows, stored_text(name), batch_size=batch_size):
         for pk, stored in batch:
             sealed = sealer.reseal(stored)
-            if sealed != stored:
-                value = models.Value(sealed, output_field=models.TextField())  # written as is
-                model._default_manager.filter(pk=pk).update(**{name: value})
+            if sealed != stored and _rewrite(model, name, pk=pk, stored=stored, sealed=sealed):
                 rewritten += 1
     return rewritten
+
+
+def _rewrite(model: type[models.Model], name: str, *, pk: Any, stored: str, sealed: str) -> bool:
+    """Write the resealed text if the column still holds what was read: a value written meanwhile
+    (sealed with the first key already) is not overwritten with the older one."""
+    unchanged: Exact[str] = Exact(stored_text(name), models.Value(stored, output_field=models.TextField()))
+    value = models.Value(sealed, output_field=models.TextField())  # written as is
+    return bool(model._default_manager.filter(unchanged, pk=pk).update(**{name: value}))

@@ -186,6 +186,15 @@ def stored_value(sealer: Sealer, plain: bytes) -> tuple[list[Any], BlobRow | Non
     return [VALUE, encode_digest(digest)], BlobRow(digest[:KEY_BYTES], None, pack(sealer, plain))
 
 
+def inherited_ref(sealer: Sealer, ref: list[Any]) -> tuple[list[Any], BlobRow | None]:
+    """A parent's ref as a child that did not change the value holds it, and the row to add: a
+    value held in the parent's refs was written before a key was set, so when encrypting it moves
+    into a sealed row rather than being copied into a new checkpoint in plain."""
+    if ref[0] != INLINE or not sealer.encrypts:
+        return ref, None
+    return stored_value(sealer, inline_bytes(ref))
+
+
 def inline_bytes(ref: list[Any]) -> bytes:
     """The serialized bytes a ref holds (raise Tampered if they are not base64)."""
     try:

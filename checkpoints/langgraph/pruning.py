@@ -1,10 +1,24 @@
 """Dropping what no LangGraph checkpoint holds any more, and agents' retention for LangGraph threads."""
 
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from django.core.exceptions import ImproperlyConfigured
+
 from checkpoints.langgraph import layout, sql
-from checkpoints.models import LangGraphCheckpoint, LangGraphWrite
+from checkpoints.models import Checkpoint, LangGraphCheckpoint, LangGraphWrite, StoredValue
+from checkpoints.storage.crypto import current_sealer
+from checkpoints.storage.loading import StoredRows, Tampered, load_values, wanted
+
+NAMED_BY = "langgraph_checkpoint"
+"""The field in which a Gatehouse checkpoint of a LangGraph agent names the LangGraph checkpoint it
+stands for (agents.adapters.langgraph_agent.LangGraphState): a decision on it resumes from there."""
+HELD_BY = "langgraph_thread"
+"""The field naming the LangGraph thread that holds it (absent or empty: the Gatehouse thread's id)."""
+BATCH = 500
 
 
 def collect_garbage(using: str, thread_id: str) -> int:
@@ -37,7 +51,8 @@ def prune_agent(
         .filter(agent=agent)
         .order_by("thread_id", "checkpoint_ns", "-checkpoint_id")
     )
-    doomed, rank, group = [], 0, None
+    doomed: list[tuple[str, str, str]] = []
+    rank, group = 0, None
     for thread_id, ns, checkpoint_id, created_at in rows.values_list(
         "thread_id", "checkpoint_ns", "checkpoint_id", "created_at"
     ):
@@ -47,6 +62,9 @@ def prune_agent(
         too_old = older_than is not None and created_at < older_than
         if rank and (too_many or too_old):
             doomed.append((thread_id, ns, checkpoint_id))
+    if doomed:
+        named = named_by_gatehouse(using=using, agent=agent)
+        doomed = [d for d in doomed if not named.keeps(thread_id=d[0], checkpoint_id=d[2])]
     for thread_id, ns, checkpoint_id in doomed:
         for model in (LangGraphWrite, LangGraphCheckpoint):
             model.objects.using(using).filter(
@@ -56,7 +74,98 @@ def prune_agent(
     return len(doomed), values
 
 
+def delete_thread(*, using: str, thread_id: str, agent: str) -> None:
+    """Delete a deleted Gatehouse thread's LangGraph checkpoints, writes and values (in its
+    transaction, after its Gatehouse checkpoints). Values are keyed within a thread, so no other
+    thread holds these; only the checkpoints another Gatehouse thread of the agent names stay (an
+    imported thread copies the LangGraph thread it came from at its first step)."""
+    if not LangGraphCheckpoint.objects.using(using).filter(thread_id=thread_id).exists():
+        return
+    named = named_by_gatehouse(using=using, agent=agent).checkpoints
+    kept = [checkpoint_id for holder, checkpoint_id in named if holder == thread_id]
+    for model in (LangGraphWrite, LangGraphCheckpoint):
+        model.objects.using(using).filter(thread_id=thread_id).exclude(checkpoint_id__in=kept).delete()
+    collect_garbage(using, thread_id)
+
+
 def langgraph_agents(using: str = "default") -> list[str]:
     """The agents named by GatehouseSaver(agent=...) on stored LangGraph checkpoints."""
     rows = LangGraphCheckpoint.objects.using(using).exclude(agent="").order_by()
     return sorted(rows.values_list("agent", flat=True).distinct())
+
+
+@dataclass
+class Named:
+    """The LangGraph checkpoints stored Gatehouse checkpoints name, which retention keeps."""
+
+    checkpoints: set[tuple[str, str]] = field(default_factory=set)
+    """(LangGraph thread, checkpoint id)."""
+    threads: set[str] = field(default_factory=set)
+    """LangGraph threads kept whole: a Gatehouse checkpoint names one of theirs unreadably."""
+    everything: bool = False
+    """A Gatehouse checkpoint names a LangGraph thread unreadably: any might be it."""
+
+    def keeps(self, *, thread_id: str, checkpoint_id: str) -> bool:
+        return self.everything or thread_id in self.threads or (thread_id, checkpoint_id) in self.checkpoints
+
+
+def named_by_gatehouse(*, using: str, agent: str) -> Named:
+    """What the agent's Gatehouse checkpoints name. Gatehouse retention has run first, so these are
+    the ones it kept (heads, those pending approvals need): each resumes from the LangGraph
+    checkpoint it names, which must outlive any keep_last or TTL of LangGraph's own."""
+    rows = (
+        Checkpoint.objects.using(using)
+        .filter(thread__agent=agent, refs__contains=f'"{NAMED_BY}":')  # narrowed here, parsed below
+        .values_list("thread_id", "refs")
+    )
+    found = [(thread_id, _fields(cast(dict[str, Any], refs))) for thread_id, refs in rows.iterator()]
+    stored = _stored_rows(using, found)
+    named = Named()
+    for thread_id, refs in found:
+        holder = _read(refs, HELD_BY, rows=stored.get(thread_id, {}))
+        checkpoint_id = _read(refs, NAMED_BY, rows=stored.get(thread_id, {}))
+        if not isinstance(holder, str):
+            named.everything = True  # we cannot tell which thread: keep them all
+            continue
+        holder_id = holder or thread_id
+        if not isinstance(checkpoint_id, str):
+            named.threads.add(holder_id)  # we cannot tell which checkpoint: keep the thread's
+        elif checkpoint_id:
+            named.checkpoints.add((holder_id, checkpoint_id))
+    return named
+
+
+_UNREADABLE = object()
+"""A field whose stored value is missing, fails decryption or does not match its digest."""
+
+
+def _fields(refs: dict[str, Any]) -> dict[str, Any]:
+    return {name: refs[name] for name in (NAMED_BY, HELD_BY) if name in refs}
+
+
+def _stored_rows(using: str, found: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, StoredRows]:
+    """Per thread, the stored-value rows these refs name (a few queries for all of them)."""
+    keys: dict[str, set[bytes]] = defaultdict(set)
+    for thread_id, refs in found:
+        keys[thread_id].update(wanted(refs).keys)
+    rows: dict[str, StoredRows] = {}
+    for thread_id, wanted_keys in keys.items():
+        batch, thread_rows = sorted(wanted_keys), {}
+        for start in range(0, len(batch), BATCH):
+            query = StoredValue.objects.using(using).filter(
+                thread_id=thread_id, key__in=batch[start : start + BATCH]
+            )
+            thread_rows.update({bytes(k): (None, d) for k, d in query.values_list("key", "data")})
+        rows[thread_id] = thread_rows
+    return rows
+
+
+def _read(refs: dict[str, Any], name: str, *, rows: StoredRows) -> Any:
+    """A field's value ("" when absent), read and checked as any checkpoint's; _UNREADABLE if not."""
+    if name not in refs:
+        return ""
+    try:
+        values, _, _ = load_values({name: refs[name]}, rows, sealer=current_sealer())
+    except (Tampered, ImproperlyConfigured):  # missing, malformed, altered, or no key to open it
+        return _UNREADABLE
+    return values[name]

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.lookups import Exact
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -41,7 +44,7 @@ from checkpoints.langgraph import layout, sql
 from checkpoints.langgraph.layout import Chain, Tampered
 from checkpoints.langgraph.pruning import collect_garbage
 from checkpoints.models import LangGraphCheckpoint, LangGraphWrite
-from checkpoints.storage.crypto import current_sealer
+from checkpoints.storage.crypto import Sealer, SealError, current_sealer
 
 T = TypeVar("T")
 
@@ -132,6 +135,28 @@ def checkpoint_digest(
     return layout.sha256(canonical_bytes(body))
 
 
+def _narrowed(
+    rows: QuerySet[LangGraphCheckpoint], filter: dict[str, Any], *, vendor: str
+) -> QuerySet[LangGraphCheckpoint]:
+    """Rows that may match a list() filter (the caller checks exactly). A key is taken literally,
+    never as a lookup path: "a__b", "contains" or "in" are metadata keys like any other."""
+    for name, value in filter.items():
+        if vendor == "postgresql" and isinstance(value, str | int) and not isinstance(value, bool):
+            rows = rows.filter(metadata__contains={name: value})  # jsonb @>: the key is data
+        elif isinstance(value, str):
+            rows = rows.filter(Exact(KeyTextTransform(name, "metadata"), value))
+    return rows
+
+
+def _open_header(sealer: Sealer, stored: bytes) -> bytes:
+    """A checkpoint's header bytes; a sealed one that fails decryption (the wrong key, tampered
+    bytes) is a corrupt checkpoint, as a value or write that fails it is."""
+    try:
+        return layout.unpack(sealer, stored)
+    except SealError as exc:
+        raise Tampered(str(exc)) from exc
+
+
 class GatehouseSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer on Django's database `using` (default: the default database)."""
 
@@ -175,7 +200,9 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         rows: list[layout.BlobRow] = []
         for name in checkpoint["channel_versions"]:
             if name not in new_versions and name in parent.refs:
-                refs[name] = parent.refs[name]
+                refs[name], sealed = layout.inherited_ref(sealer, parent.refs[name])
+                if sealed is not None:
+                    rows.append(sealed)
                 if name in parent.chains:
                     chains[name] = parent.chains[name]
                 if name in parent.plains:
@@ -310,9 +337,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
                 rows = rows.filter(checkpoint_id=checkpoint_id)
         if before is not None and (before_id := get_checkpoint_id(before)):
             rows = rows.filter(checkpoint_id__lt=before_id)
-        for name, value in (filter or {}).items():
-            if isinstance(value, str | int) and not isinstance(value, bool):
-                rows = rows.filter(**{f"metadata__{name}": value})  # narrowed in SQL, checked exactly below
+        rows = _narrowed(rows, filter or {}, vendor=connections[self.using].vendor)
         found = 0
         for row in rows.order_by("-checkpoint_id").iterator():
             if filter and not all(row.metadata.get(k) == v for k, v in filter.items()):
@@ -330,7 +355,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         thread_id, ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
         sealer = current_sealer()
         try:
-            header = layout.unpack(sealer, bytes(row.header))
+            header = _open_header(sealer, bytes(row.header))
             refs = row.refs
             expected = checkpoint_digest(
                 ns=ns,

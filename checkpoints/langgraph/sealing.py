@@ -38,8 +38,9 @@ def _reseal_column(
     for batch in batches(rows, column, batch_size=batch_size):
         for pk, stored in batch:
             sealed = _resealed(sealer, stored := bytes(stored))
-            if sealed != stored:
-                rows.filter(pk=pk).update(**{column: sealed})
+            # Only if the row still holds what was read: a header or write replaced meanwhile (with
+            # the first key already) is not overwritten with the older one.
+            if sealed != stored and rows.filter(pk=pk, **{column: stored}).update(**{column: sealed}):
                 rewritten += 1
     return rewritten
 

@@ -11,14 +11,17 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.db import connection, transaction
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
+from checkpoints.backends import get_backend
 from checkpoints.backends.base import CorruptCheckpoint
 from checkpoints.bench.langgraph_graph import RESULT, conversation_graph
 from checkpoints.langgraph import GatehouseSaver, layout
 from checkpoints.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from checkpoints.retention import Override, prune_all
 from checkpoints.storage.crypto import current_sealer
+from checkpoints.tests.helpers import start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -295,3 +298,146 @@ def test_retention_prunes_an_agents_langgraph_threads_and_keeps_the_head(
     assert LangGraphCheckpoint.objects.filter(thread_id="t-kept").count() == 2
     assert LangGraphCheckpoint.objects.filter(thread_id="t-other").count() == 8
     assert len(messages_of(savers(), config)) == 8
+
+
+def put_values(
+    saver: GatehouseSaver, *, thread_id: str, values: dict[str, Any], changed: set[str], parent: str | None
+) -> RunnableConfig:
+    """A checkpoint of these values under parent, LangGraph having bumped only `changed`."""
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = {name: 1 for name in values}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent
+    new_versions = {name: 1 for name in changed}
+    return saver.put(config, checkpoint, {"source": "loop", "step": 0}, new_versions)
+
+
+def test_an_unchanged_value_held_in_a_parents_refs_is_sealed_in_the_child_once_encrypting(
+    settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    saver = savers()  # keeps the parent's refs (the short value inline) in memory
+    first = put_values(
+        saver, thread_id="t-inherit", values={"pin": "4321", "n": 1}, changed={"pin", "n"}, parent=None
+    )
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    call_command("rotate_checkpoint_key", stdout=StringIO())
+    second = put_values(
+        saver,
+        thread_id="t-inherit",
+        values={"pin": "4321", "n": 2},
+        changed={"n"},
+        parent=first["configurable"]["checkpoint_id"],
+    )
+    refs = LangGraphCheckpoint.objects.get(
+        thread_id="t-inherit", checkpoint_id=second["configurable"]["checkpoint_id"]
+    ).refs
+    assert {ref[0] for ref in refs.values()} == {layout.VALUE}
+    stored = LangGraphBlob.objects.filter(thread_id="t-inherit").values_list("data", flat=True)
+    assert all(bytes(data).startswith(b"gAAAA") for data in stored)
+    loaded = savers().get_tuple(second)
+    assert loaded is not None and loaded.checkpoint["channel_values"] == {"pin": "4321", "n": 2}
+
+
+def tamper_header(thread_id: str) -> None:
+    row = LangGraphCheckpoint.objects.get(thread_id=thread_id)
+    header = bytearray(bytes(row.header))
+    header[-5] ^= 1
+    LangGraphCheckpoint.objects.filter(pk=row.pk).update(header=bytes(header))
+
+
+@pytest.mark.parametrize("fault", ["wrong key", "tampered"])
+def test_a_sealed_header_that_fails_decryption_is_a_corrupt_checkpoint(
+    fault: str, settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    config = put_values(savers(), thread_id="t-header", values={"x": "y" * 100}, changed={"x"}, parent=None)
+    if fault == "wrong key":
+        settings.CHECKPOINT_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    else:
+        tamper_header("t-header")
+    with pytest.raises(CorruptCheckpoint):
+        savers().get_tuple(config)
+    with pytest.raises(CorruptCheckpoint):
+        list(savers().list({"configurable": {"thread_id": "t-header"}}))
+
+
+@pytest.mark.parametrize("key", ["", Fernet.generate_key().decode()], ids=["inline", "sealed"])
+def test_retention_keeps_the_langgraph_checkpoints_gatehouse_checkpoints_name(
+    key: str, settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    settings.CHECKPOINT_RETENTION_SOURCE = "checkpoints.tests.test_langgraph_saver.lg_policies"
+    settings.CHECKPOINT_ENCRYPTION_KEY = key  # with a key, the names are sealed rows, not inline
+    run_turns(savers(agent="lg-refunds"), thread_id="t-named", turns=4)
+    oldest = list(
+        LangGraphCheckpoint.objects.filter(thread_id="t-named")
+        .order_by("checkpoint_id")
+        .values_list("checkpoint_id", flat=True)
+    )
+    # A thread's head, and an imported thread's head naming the thread it was imported from.
+    start(get_backend(), "t-named", agent="lg-refunds", values={"langgraph_checkpoint": oldest[0]})
+    imported = {"langgraph_checkpoint": oldest[5], "langgraph_thread": "t-named"}
+    start(get_backend(), "t-imported", agent="lg-refunds", values=imported)
+
+    report = prune_all()
+
+    assert report.checkpoints == 16 - 4
+    kept = {c.checkpoint_id for c in LangGraphCheckpoint.objects.filter(thread_id="t-named")}
+    assert kept == {oldest[0], oldest[5], *oldest[-2:]}
+    named = {"configurable": {"thread_id": "t-named", "checkpoint_ns": "", "checkpoint_id": oldest[0]}}
+    assert savers().get_tuple(named) is not None
+
+
+def langgraph_rows(thread_id: str) -> list[int]:
+    return [
+        m.objects.filter(thread_id=thread_id).count()
+        for m in (LangGraphCheckpoint, LangGraphBlob, LangGraphWrite)
+    ]
+
+
+def test_deleting_a_thread_deletes_its_langgraph_checkpoints_values_and_writes(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    run_turns(savers(agent="lg-refunds"), thread_id="t-gone", turns=2)
+    run_turns(savers(agent="lg-refunds"), thread_id="t-stays", turns=1)
+    start(get_backend(), "t-gone", agent="lg-refunds")
+    stays = langgraph_rows("t-stays")
+
+    get_backend().delete_thread(thread_id="t-gone")
+
+    assert langgraph_rows("t-gone") == [0, 0, 0]
+    assert langgraph_rows("t-stays") == stays
+
+
+def test_deleting_a_thread_keeps_the_langgraph_checkpoint_an_imported_thread_names(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    run_turns(savers(agent="lg-refunds"), thread_id="t-source", turns=2)
+    named = (
+        LangGraphCheckpoint.objects.filter(thread_id="t-source").order_by("checkpoint_id")[3].checkpoint_id
+    )
+    start(get_backend(), "t-source", agent="lg-refunds")
+    imported = {"langgraph_checkpoint": named, "langgraph_thread": "t-source"}
+    start(
+        get_backend(), "t-copy", agent="lg-refunds", values=imported
+    )  # it has not run: it copies at its first step
+
+    get_backend().delete_thread(thread_id="t-source")
+
+    assert [c.checkpoint_id for c in LangGraphCheckpoint.objects.filter(thread_id="t-source")] == [named]
+    config = {"configurable": {"thread_id": "t-source", "checkpoint_ns": "", "checkpoint_id": named}}
+    assert savers().get_tuple(config) is not None
+
+
+@pytest.mark.parametrize("name", ["user__id", "contains", "in", "isnull", "has_key", "lt", "regex", "plain"])
+@pytest.mark.parametrize("value", ["v", 5])
+def test_list_filters_on_a_metadata_key_taken_literally(
+    name: str, value: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    saver = savers()
+    config: RunnableConfig = {"configurable": {"thread_id": "t-filter", "checkpoint_ns": ""}}
+    saver.put(config, empty_checkpoint(), {"source": "input", "step": -1, name: value}, {})
+    saver.put(config, empty_checkpoint(), {"source": "input", "step": -1, name: "other"}, {})
+    assert len(list(saver.list(None, filter={name: value}))) == 1
+    assert len(list(saver.list(config, filter={name: value, "step": -1}))) == 1

@@ -35,6 +35,7 @@ from checkpoints.backends.orm.store import OrmStoreMixin
 from checkpoints.backends.sealing import layout_of, new_summary, open_checkpoint, with_values
 from checkpoints.digest import canonical_json
 from checkpoints.ids import check_thread_id
+from checkpoints.langgraph import pruning as langgraph
 from checkpoints.models import Checkpoint, PendingWrite, Thread, ThreadStatus
 from checkpoints.storage.cache import LayoutCache
 from checkpoints.storage.crypto import current_sealer
@@ -142,13 +143,21 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
 
     def delete_thread(self, *, thread_id: str) -> None:
         with transaction.atomic():
-            if not Thread.objects.select_for_update().filter(pk=thread_id).exists():
+            agent = (
+                Thread.objects.select_for_update()
+                .filter(pk=thread_id)
+                .values_list("agent", flat=True)
+                .first()
+            )
+            if agent is None:
                 return
             Thread.objects.filter(pk=thread_id).update(head=None)
             self.delete_values(thread_id=thread_id)
             PendingWrite.objects.filter(checkpoint__thread_id=thread_id).delete()
             Checkpoint.objects.filter(thread_id=thread_id).update(parent=None)
             Checkpoint.objects.filter(thread_id=thread_id).delete()
+            # A LangGraph agent's thread keeps LangGraph's own checkpoints under the same id.
+            langgraph.delete_thread(using=connection.alias, thread_id=thread_id, agent=agent)
             Thread.objects.filter(pk=thread_id).delete()
         self.layouts.discard_thread(alias=connection.alias, thread_id=thread_id)
 

@@ -150,8 +150,9 @@ def _reseal_data(model: type[StoredValue | PendingWrite | StoreItem], batch_size
     for batch in batches(model.objects.all(), "data", batch_size=batch_size):
         for pk, data in batch:
             sealed = sealer.reseal(data)
-            if sealed != data:
-                model.objects.filter(pk=pk).update(data=sealed)
+            # Only if the row still holds what was read: a value written meanwhile (with the
+            # first key already) is not overwritten with the older one.
+            if sealed != data and model.objects.filter(pk=pk, data=data).update(data=sealed):
                 rewritten += 1
     return rewritten
 
