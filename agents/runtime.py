@@ -43,6 +43,14 @@ class _Superseded(Exception):
     """The head or status moved while the step ran; its result is discarded."""
 
 
+class EffectWithdrawn(Exception):
+    """An operator cancelled, edited or forked the thread before a tool of its step ran: the
+    tool does not run, and the step is stale."""
+
+
+STEPPING = (ThreadStatus.RUNNING, ThreadStatus.PAUSED)  # a pause lets the step in flight finish
+
+
 class RetryFrom(Exception):
     """A step after the first of a chain failed in a way worth retrying: the task retries it
     from checkpoint_id, the head its earlier steps committed."""
@@ -117,7 +125,9 @@ def _step(
     thread's next step itself (it is running and the chain has time left)."""
     thread_id = head.thread_id
     if not head.next:
-        get_backend().set_status(thread_id=thread_id, status=ThreadStatus.DONE, expected_head=head.id)
+        get_backend().set_status(
+            thread_id=thread_id, status=ThreadStatus.DONE, expected_head=head.id, only_from=STEPPING
+        )
         return StepOutcome("idle", status=ThreadStatus.DONE), None
     context = StepContext(
         thread_id=thread_id,
@@ -132,6 +142,9 @@ def _step(
         # Fold the update into the upgraded state, so a thread stored at an older schema
         # version steps on at the current one.
         values = agent.state.apply(state.model_dump(mode="json"), step.update)
+    except EffectWithdrawn as exc:
+        logger.info("%s", exc)
+        return StepOutcome("stale"), None
     except RETRYABLE:
         raise
     except Exception as exc:
@@ -181,7 +194,7 @@ def _commit(
         if thread is None:
             backend.get_thread(thread_id=head.thread_id)  # raises ThreadNotFound if deleted
             raise _Superseded
-        if thread.head_id != head.id or thread.status not in (ThreadStatus.RUNNING, ThreadStatus.PAUSED):
+        if thread.head_id != head.id or thread.status not in STEPPING:
             raise _Superseded
         status = _next_status(step, current=thread.status)
         written = backend.put(
@@ -221,8 +234,13 @@ def release_connection() -> None:
 
 def fail_thread(*, thread_id: str, checkpoint_id: str, error: str) -> None:
     with transaction.atomic():
+        # Not over an operator's cancel made while the step ran (failed may be resumed).
         if get_backend().set_status(
-            thread_id=thread_id, status=ThreadStatus.FAILED, expected_head=checkpoint_id, error=error[:2000]
+            thread_id=thread_id,
+            status=ThreadStatus.FAILED,
+            expected_head=checkpoint_id,
+            error=error[:2000],
+            only_from=(*STEPPING, ThreadStatus.WAITING),
         ):
             after_commit(thread_id=thread_id, checkpoint_id=checkpoint_id, status=ThreadStatus.FAILED)
 
@@ -241,6 +259,11 @@ def _run_once(thread_id: str, checkpoint_id: str, key: str, fn: Any) -> Any:
         return recorded[1]
     try:
         with transaction.atomic():
+            # Held to the commit: a cancel, edit or fork (which lock the thread) waits for the
+            # side effect, or came first and it never runs (the step is then stale).
+            thread = backend.hold_thread(thread_id=thread_id)
+            if thread.head_id != checkpoint_id or thread.status not in STEPPING:
+                raise EffectWithdrawn(f"thread {thread_id} moved on or was cancelled before {key} ran")
             value = fn()
             if not backend.put_write(
                 thread_id=thread_id, checkpoint_id=checkpoint_id, task_id=task_id, kind="result", value=value

@@ -177,6 +177,12 @@ class ThreadLifecycle:
         Call inside transaction.atomic()."""
         raise NotImplementedError("a checkpoint backend must provide lock_thread()")
 
+    def hold_thread(self, *, thread_id: str) -> ThreadData:
+        """Return the thread, held until the transaction ends against writers that lock it
+        (lock_thread: a cancel, an edit, a fork), not against the lease's heartbeat. Call inside
+        transaction.atomic(): a side effect's transaction, so it and a cancel never interleave."""
+        raise NotImplementedError("a checkpoint backend must provide hold_thread()")
+
     def set_status(
         self,
         *,
@@ -184,8 +190,10 @@ class ThreadLifecycle:
         status: ThreadStatus,
         expected_head: str | None = None,
         error: str = "",
+        only_from: Collection[ThreadStatus] | None = None,
     ) -> bool:
-        """Set the thread's status; when expected_head is given, only if the head is still it."""
+        """Set the thread's status; when expected_head is given, only if the head is still it;
+        when only_from is, only if its status is one of them (a cancel is never overwritten)."""
         raise NotImplementedError("a checkpoint backend must provide set_status()")
 
     def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:

@@ -120,6 +120,8 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
         # One process: the writers that matter hold self._lock around each call.
         return self.get_thread(thread_id=thread_id)
 
+    hold_thread = lock_thread
+
     def put(
         self,
         *,
@@ -189,10 +191,13 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
         status: ThreadStatus,
         expected_head: str | None = None,
         error: str = "",
+        only_from: Collection[ThreadStatus] | None = None,
     ) -> bool:
         with self._lock:
             thread = self._threads.get(thread_id)
             if thread is None or (expected_head is not None and thread.head_id != expected_head):
+                return False
+            if only_from is not None and thread.status not in only_from:
                 return False
             self._threads[thread_id] = replace(thread, status=status, error=error, updated_at=timezone.now())
             return True

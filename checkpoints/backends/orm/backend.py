@@ -90,8 +90,11 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
     def lock_thread(self, *, thread_id: str) -> ThreadData:
         return self._select_thread(thread_id, lock=True)
 
-    def _select_thread(self, thread_id: str, *, lock: bool) -> ThreadData:
-        thread = sql.select_thread(thread_id, lock=lock)
+    def hold_thread(self, *, thread_id: str) -> ThreadData:
+        return self._select_thread(thread_id, lock=True, share=True)
+
+    def _select_thread(self, thread_id: str, *, lock: bool, share: bool = False) -> ThreadData:
+        thread = sql.select_thread(thread_id, lock=lock, share=share)
         if thread is None:
             raise ThreadNotFound(thread_id)
         return thread
@@ -103,10 +106,13 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         status: ThreadStatus,
         expected_head: str | None = None,
         error: str = "",
+        only_from: Collection[ThreadStatus] | None = None,
     ) -> bool:
         rows = Thread.objects.filter(pk=thread_id)
         if expected_head is not None:
             rows = rows.filter(head_id=_uuid(expected_head))
+        if only_from is not None:
+            rows = rows.filter(status__in=list(only_from))
         return bool(rows.update(status=status, error=error, updated_at=timezone.now()))
 
     def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:

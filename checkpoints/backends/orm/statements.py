@@ -163,12 +163,14 @@ def _aware(value: Any) -> Any:
 THREAD_COLUMNS = ("id", "agent", "status", "head_id", "metadata", "created_at", "updated_at", "error")
 
 
-def select_thread(thread_id: str, *, lock: bool) -> ThreadData | None:
-    """The thread as it is, or None; `lock`: FOR UPDATE, inside the caller's transaction (SQLite
-    has no row locks: its IMMEDIATE transactions hold the database's write lock)."""
+def select_thread(thread_id: str, *, lock: bool, share: bool = False) -> ThreadData | None:
+    """The thread as it is, or None; `lock`: FOR UPDATE (`share`: FOR KEY SHARE, which only
+    another FOR UPDATE waits for), inside the caller's transaction (SQLite has no row locks: its
+    IMMEDIATE transactions hold the database's write lock)."""
     if lock and connection.get_autocommit():
         raise TransactionManagementError("locking a thread needs a transaction (atomic)")
-    suffix = " FOR UPDATE" if lock and connection.features.has_select_for_update else ""
+    mode = " FOR KEY SHARE" if share else " FOR UPDATE"
+    suffix = mode if lock and connection.features.has_select_for_update else ""
     row = prepared.fetch_one(
         f"SELECT {', '.join(THREAD_COLUMNS)} FROM {THREADS} WHERE id = %s{suffix}", [thread_id]
     )
