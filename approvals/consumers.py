@@ -243,6 +243,8 @@ class ThreadConsumer(RejoiningConsumer):
     async def resync(self) -> None:
         """The conversation, and each request's panel (decided) or status line (pending)."""
         await self.send(text_data=await database_sync_to_async(self._render_thread)())
+        if self.whole_page:
+            return  # the requests' panels and status lines are the decision pages'
         for request_id, pending in await database_sync_to_async(self._request_states)():
             render = self._render_changed if pending else self._render_closed
             await self.send(text_data=await database_sync_to_async(render)(request_id))
@@ -255,6 +257,8 @@ class ThreadConsumer(RejoiningConsumer):
         await self.send(text_data=await database_sync_to_async(self._render_thread)())
 
     async def approval_closed(self, event: dict[str, Any]) -> None:
+        if self.whole_page:
+            return  # a decision page's panel: the thread page has none (its side is thread_changed's)
         await self.send(text_data=await database_sync_to_async(self._render_closed)(event["request_id"]))
 
     def _render_thread(self) -> str:
@@ -269,6 +273,8 @@ class ThreadConsumer(RejoiningConsumer):
         return html
 
     async def approval_changed(self, event: dict[str, Any]) -> None:
+        if self.whole_page:
+            return  # a decision page's status line: the thread page has none
         await self.send(text_data=await database_sync_to_async(self._render_changed)(event["request_id"]))
 
     def _render_changed(self, request_id: int) -> str:

@@ -162,6 +162,8 @@
     }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     if (document.querySelector("dialog[open]")) return;  // a confirmation has the keys
+    // Enter on a focused link or button is that control's, not the selected row's.
+    if (event.key === "Enter" && target && target.closest && target.closest("a, button, [role=button], summary")) return;
     var handled = false;
     if (document.querySelector("[data-inbox]")) handled = onInbox(event.key);
     else if (document.querySelector("[data-decision]")) handled = onDecision(event.key);

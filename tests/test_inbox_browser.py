@@ -228,6 +228,27 @@ def test_keyboard_shortcuts_move_through_the_inbox_and_decide(
     expect(page).to_have_url(f"{live_server_url}/approvals/{second.pk}/")
 
 
+def test_enter_on_a_focused_link_or_button_is_that_controls_not_the_selected_rows(
+    page: Page, live_server_url: str
+) -> None:
+    make_user("rita", "reviewer")
+    off_loop(make_gate)
+    second = off_loop(make_gate)
+    log_in(page, live_server_url, "rita")
+    rows = page.locator("#inbox-list .inbox-row")
+    expect(rows).to_have_count(2)
+    page.keyboard.press("j")
+    expect(rows.nth(0)).to_have_attribute("aria-current", "true")
+
+    rows.nth(1).locator('button[data-key="c"]').focus()
+    page.keyboard.press("Enter")  # it opened the selected row's page instead
+    expect(rows.nth(1)).to_contain_text("claimed by you")
+    assert ApprovalRequest.objects.get(pk=second.pk).claimed_by is not None
+    page.get_by_role("link", name="Threads", exact=True).focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{live_server_url}/threads/")
+
+
 def test_an_admin_filters_the_ledger_and_downloads_it_as_csv(page: Page, live_server_url: str) -> None:
     from approvals.actions.claims import do_claim, do_release
 

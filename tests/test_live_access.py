@@ -7,6 +7,7 @@ Real uvicorn, real Redis channel layer.
 """
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from functools import partial
 from importlib import import_module
@@ -38,8 +39,8 @@ async def close_code(ws: Any, timeout: float = BOUND_S) -> int:
         return int(closed.rcvd.code)
 
 
-def thread_socket(live_server_url: str, thread_id: str, cookie: str) -> Any:
-    url = live_server_url.replace("http://", "ws://") + f"/ws/threads/{thread_id}/"
+def thread_socket(live_server_url: str, thread_id: str, cookie: str, query: str = "") -> Any:
+    url = live_server_url.replace("http://", "ws://") + f"/ws/threads/{thread_id}/{query}"
     headers = {"Cookie": f"sessionid={cookie}"}
     return websockets.connect(url, additional_headers=headers, origin=live_server_url)  # type: ignore[arg-type]
 
@@ -138,3 +139,30 @@ def test_a_thread_socket_never_receives_another_threads_pushes_whose_id_differs_
 
     seen = asyncio.run(scenario())
     assert not [m for m in seen if f"decision-panel-{other.pk}" in m or "not for acme_42" in m]
+
+
+def test_a_thread_page_socket_gets_its_own_fragments_not_the_decision_pages(live_server_url: str) -> None:
+    # The decision page's panel and status line have no place on the thread page: htmx reported
+    # each as an out-of-band swap with no target.
+    cookie = cookie_for("olga", "operator")
+    sam = make_user("sam", "reviewer")
+    request_ = make_gate()
+
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+
+        def thread_rendered(message: str) -> bool:
+            seen.append(message)
+            return 'id="thread-live"' in message or "thread-side" in message
+
+        async with thread_socket(live_server_url, request_.thread_id, cookie, "?view=thread") as ws:
+            await asyncio.sleep(0.2)  # accepted and joined
+            await in_thread(lambda: decide(request_, by=sam, message="no"))()
+            await until(ws, thread_rendered, timeout=3)
+            with contextlib.suppress(TimeoutError):  # and whatever follows within a second
+                while True:
+                    seen.append(str(await asyncio.wait_for(ws.recv(), 1)))
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen and not [m for m in seen if "decision-panel-" in m or "request-status-" in m]

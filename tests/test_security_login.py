@@ -206,3 +206,14 @@ def test_a_deployment_hashes_passwords_with_djangos_default_only_the_suite_with_
 
     assert "PASSWORD_HASHERS" not in deployed  # Django's: PBKDF2 first
     assert under_pytest["PASSWORD_HASHERS"] == ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def test_a_failed_login_keeps_the_username_typed_and_escapes_it() -> None:
+    name = fresh_name() + '"><b>'
+    make_user(name, "reviewer")
+
+    _, response = log_in(name, "not-the-password", ip=fresh_ip())
+
+    page = response.content.decode()
+    assert "match" in page  # the form's error
+    assert f'value="{name.replace(chr(34), "&quot;").replace("<", "&lt;").replace(">", "&gt;")}"' in page

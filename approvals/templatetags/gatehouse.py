@@ -50,6 +50,12 @@ def can_read_ledger(user: Any) -> bool:
 
 
 @register.filter
+def may_undo(request_: Any, user: Any) -> bool:
+    """Whether the user may take the request's decision back (do_undo's rule)."""
+    return bool(request_.decided_by_id == user.pk or Access.of(user).can_manage_claims)
+
+
+@register.filter
 def is_admin(user: Any) -> bool:
     """The admin role (Django admin's own rule here, approvals.admin.admins_only)."""
     return Access.of(user).is_admin

@@ -203,3 +203,40 @@ def test_the_api_undoes_inside_the_window_and_answers_409_after_it(settings: Set
     assert stored_decisions(first) == {}
     assert too_late.status_code == 409, too_late.content
     assert ApprovalRequest.objects.get(pk=second.pk).status == "approved"
+
+
+def test_the_undo_button_is_offered_only_to_who_may_undo_and_a_refusal_to_htmx_says_why_on_the_page(
+    settings: Settings,
+) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = make_gate()
+    approve(request_, rita)
+    pages = {}
+    for user in (rita, sam):
+        pages[user.username] = Client()
+        pages[user.username].force_login(user)
+
+    def offers_undo(name: str) -> bool:
+        return "data-undo>" in pages[name].get(f"/approvals/{request_.pk}/").content.decode()
+
+    assert (offers_undo("rita"), offers_undo("sam")) == (True, False)
+    # A panel pushed to sam's open page before this change still had the button.
+    refused = pages["sam"].post(f"/approvals/{request_.pk}/undo/", headers={"HX-Request": "true"})
+    assert (refused.status_code, refused["HX-Redirect"]) == (200, f"/approvals/{request_.pk}/")
+    assert (
+        "Only the reviewer who decided this"
+        in pages["sam"].get(f"/approvals/{request_.pk}/").content.decode()
+    )
+    assert ApprovalRequest.objects.get(pk=request_.pk).status == "approved"
+
+
+def test_a_decision_made_through_htmx_leaves_no_message_for_a_later_page(settings: Settings) -> None:
+    settings.DECISION_UNDO_S = 0
+    page = Client(headers={"HX-Request": "true"})
+    page.force_login(make_user("rita", "reviewer"))
+    request_ = make_gate()
+
+    assert page.post(f"/approvals/{request_.pk}/", {"decision": "approve"}).status_code == 200
+
+    assert "Decision recorded" not in page.get("/threads/").content.decode()

@@ -109,7 +109,8 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
         }
     except Conflict as exc:
         return {"error": str(exc), "status": 409}
-    messages.success(request, f"Decision recorded: {choice} {item.action}.")
+    if not request.htmx:  # an htmx answer is the panel, which says it; a flash would wait for another page
+        messages.success(request, f"Decision recorded: {choice} {item.action}.")
     return None
 
 
@@ -135,7 +136,9 @@ def undo(request: AuthedRequest, pk: int) -> HttpResponse:
         do_undo(item.pk, user=request.user)
         messages.success(request, "Decision undone: the request is pending again.")
     except NotAllowed as exc:
-        raise PermissionDenied(str(exc)) from exc
+        if not request.htmx:  # to htmx, the page below says why (a 403 page would land inside it)
+            raise PermissionDenied(str(exc)) from exc
+        messages.error(request, str(exc))
     except Conflict as exc:
         messages.error(request, str(exc))
     target = request.POST.get("next", "")
