@@ -1,6 +1,7 @@
 """WebSocket consumers: thin; they join groups the user may see and forward rendered partials."""
 
 import asyncio
+import contextlib
 import logging
 from importlib import import_module
 from typing import Any
@@ -68,7 +69,10 @@ class RejoiningConsumer(AsyncWebsocketConsumer):
         load would refuse it. Subclasses re-read what else they keep about the user."""
         user = await database_sync_to_async(current_user)(self.scope)
         if not await database_sync_to_async(self.allowed)(user):
-            await self.close(code=FORBIDDEN if user.is_authenticated else UNAUTHENTICATED)
+            # A socket whose client went first raises (uvicorn's ClientDisconnected): either
+            # way it is done, and nothing re-joins it again.
+            with contextlib.suppress(OSError):
+                await self.close(code=FORBIDDEN if user.is_authenticated else UNAUTHENTICATED)
             return False
         self.scope["user"] = user
         return True

@@ -15,7 +15,7 @@ from approvals import events, rows
 from approvals.access import Access
 from approvals.actions.audit import appended_last, audit_request
 from approvals.actions.errors import Conflict, NotAllowed
-from approvals.actions.signoffs import do_signoff, needs_signoffs
+from approvals.actions.signoffs import args_mark, check_args_seen, do_signoff, needs_signoffs
 from approvals.actions.undo import do_schedule_effect, do_take_effect_now, undo_deadline
 from approvals.models import ApprovalRequest, ApprovalStatus, PolicyAction
 from approvals.policies import Rule
@@ -77,6 +77,8 @@ class ValidDecision:
     decision: Decision
     args: dict[str, Any] | None
     message: str
+    args_seen: str | None = None
+    """The page's mark of the arguments its reviewer approves (signoffs.args_mark), if it sent one."""
 
 
 def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalRequest:
@@ -162,6 +164,9 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
             and needs_signoffs(request_)
             and valid.decision in (Decision.APPROVE, Decision.EDIT)
         ):
+            if valid.decision == Decision.APPROVE:
+                # Only for the arguments the reviewer read: another's edit since replaced them.
+                check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.decision_args))
             if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args):
                 return request_  # waits for more approvals
             # Enough different reviewers approved the arguments as they stand (the last edit's).

@@ -1,6 +1,7 @@
 """The two-person rule: a request a policy `require`s stays pending until N different reviewers
 approve the arguments as they stand. An edit restarts the count with the edited arguments."""
 
+import hashlib
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -10,10 +11,15 @@ from approvals.actions.audit import audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, Signoff
 from approvals.selectors import RequestRoute
+from checkpoints.digest import canonical_json
 
 
 class AlreadySignedOff(Conflict):
     """The reviewer already approved this request; another reviewer must. HTTP 409."""
+
+
+class ArgumentsChanged(Conflict):
+    """An approval of arguments an edit has replaced since the reviewer read them. HTTP 409."""
 
 
 def needs_signoffs(request_: ApprovalRequest) -> bool:
@@ -38,6 +44,20 @@ def check_may_sign(request_: ApprovalRequest, *, reviewer: AbstractBaseUser) -> 
         return
     if not reviewer.groups.filter(name__in=groups).exists():  # type: ignore[attr-defined]
         raise NotAllowed(f"Approvals here must come from a member of: {', '.join(groups)}.")
+
+
+def args_mark(args: Any) -> str:
+    """A short mark of the arguments an approval is for (an edit under sign-off changes them): a
+    page carries it with its Approve, so a sign-off counts only for the arguments its reviewer saw."""
+    return hashlib.sha256(canonical_json(args).encode()).hexdigest()[:16]
+
+
+def check_args_seen(request_: ApprovalRequest, *, seen_mark: str | None) -> None:
+    """Refuse an approval given for arguments another reviewer's edit has replaced since."""
+    if seen_mark is not None and seen_mark != args_mark(request_.decision_args):
+        raise ArgumentsChanged(
+            "The arguments were edited after you opened this request: read them again, then approve."
+        )
 
 
 def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_args: Any) -> bool:

@@ -7,6 +7,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from approvals.access import Access
+from approvals.actions import signoffs
 from approvals.markdown import render_markdown
 
 register = template.Library()
@@ -47,6 +48,11 @@ def actor(created_by: str) -> str:
 @register.filter
 def can_read_ledger(user: Any) -> bool:
     return Access.of(user).can_read_ledger
+
+
+@register.filter
+def args_mark(args: Any) -> str:
+    return signoffs.args_mark(args)
 
 
 @register.filter

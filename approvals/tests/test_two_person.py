@@ -1,5 +1,6 @@
 """The two-person rule: a request a policy requires N approvers for waits for N different ones."""
 
+import re
 import threading
 from typing import Any
 
@@ -109,7 +110,7 @@ def test_an_edit_restarts_the_count_with_the_edited_arguments() -> None:
 
     assert describe_signoffs(fresh(request_)) == "1 of 2 approvals: sam"
     assert fresh(request_).status == ApprovalStatus.PENDING
-    decide(request_, tom)
+    decide(fresh(request_), tom)  # tom reads the request as sam left it
     done = fresh(request_)
     assert (done.status, done.decision_args) == (
         ApprovalStatus.EDITED,
@@ -272,3 +273,37 @@ def test_the_conversation_says_how_many_approvals_a_pending_request_has_not_pend
     assert "pending automatically" not in page
     assert "pending · 1 of 2 approvals: rita" in page
     assert "It needs 2 different reviewers to approve" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("through", ["action", "page"])
+def test_an_approval_of_arguments_another_reviewer_edited_since_is_refused_not_counted(
+    through: str, settings: Any
+) -> None:
+    settings.DECISION_UNDO_S = 0
+    require(2)
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = big_refund()
+    page = Client()
+    page.force_login(rita)
+    read_by_rita = fresh(request_)  # her page: $1,500.00, no edit yet
+    mark = re.search(
+        r'name="args_seen" value="(\w+)"', page.get(f"/approvals/{request_.pk}/").content.decode()
+    )
+    assert mark is not None
+
+    decide(fresh(request_), sam, "edit", args={"order_id": "ORD-1001", "amount_cents": 999999})  # 1 of 2
+
+    if through == "action":
+        with pytest.raises(Conflict, match="edited after you opened"):
+            do_decide(
+                read_by_rita, reviewer=rita, valid=check_decision(read_by_rita, user=rita, decision="approve")
+            )
+    else:
+        answer = page.post(f"/approvals/{request_.pk}/", {"decision": "approve", "args_seen": mark[1]})
+        assert answer.status_code == 409 and "edited after you opened" in answer.content.decode()
+    # Her approval did not complete the rule for $9,999.99, which only sam has seen.
+    assert (fresh(request_).status, describe_signoffs(fresh(request_))) == (
+        "pending",
+        "1 of 2 approvals: sam",
+    )

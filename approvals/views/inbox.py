@@ -1,5 +1,6 @@
 """The inbox, the decision page, and claiming."""
 
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -91,6 +92,7 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
         valid = check_decision(
             item, user=request.user, decision=choice, args=args, message=request.POST.get("message", "")
         )
+        valid = replace(valid, args_seen=request.POST.get("args_seen") or None)
         if scope:
             _decide_and_stand(request, item, valid=valid, scope=scope)
         else:
