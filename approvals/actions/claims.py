@@ -69,6 +69,9 @@ def do_claim(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         holder = request_.claimed_by
         if holder is not None and holder.pk != user.pk:
             raise ClaimConflict(f"Already claimed by {holder.get_username()}.")
+        if request_.signoffs.filter(reviewer_id=user.pk).exists():
+            # Their claim would hold it from the other reviewers the two-person rule waits for.
+            raise ClaimConflict("You already approved this; another reviewer must take it.")
         if holder is not None:
             do_touch_claim(request_id, user=user)
             return request_

@@ -29,6 +29,8 @@ from checkpoints.backends.base import ThreadData
 
 log = logging.getLogger(__name__)
 
+UNDO_GRACE_S = 60  # an undone request's least time left before its expiry acts
+
 
 class TooLateToUndo(Conflict):
     """The decision already took effect, or the request was never decided. HTTP 409."""
@@ -139,6 +141,11 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         undone = {"undone": request_.status, "args": request_.decision_args}
         # Under the two-person rule the count restarts: the arguments approved may have been an edit.
         request_.signoffs.all().delete()
+        if request_.expires_at is not None and request_.decided_at is not None:
+            # The expiry clock stood still while the decision did: it runs on with what was left
+            # then (at least a minute), not from a deadline that may have passed meanwhile.
+            left = max(request_.expires_at - request_.decided_at, timedelta(seconds=UNDO_GRACE_S))
+            request_.expires_at = timezone.now() + left
         request_.status, request_.undo_until = ApprovalStatus.PENDING, None
         request_.decided_by, request_.decided_at = None, None
         request_.decision_args, request_.decision_message = None, ""

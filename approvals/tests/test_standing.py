@@ -234,3 +234,16 @@ def test_undoing_the_approval_leaves_it_an_admin_revokes_it_and_the_api_lists_no
     assert revoked.status_code == 302
     assert not Policy.objects.filter(pk=standing.pk).exists()
     assert AuditEvent.objects.get(action="policy.delete").actor_name == "ada"
+
+
+def test_a_refused_standing_decision_shows_its_form_as_it_was_sent() -> None:
+    request_ = make_gate()
+
+    answer = stand(
+        client_for(make_user("rita", "reviewer")), request_, scope="args", until="2020-01-01T10:00"
+    )
+
+    page = answer.content.decode()
+    assert answer.status_code == 400
+    assert 'name="until" value="2020-01-01T10:00"' in page
+    assert 'value="args" checked' in page and 'value="tool" checked' not in page

@@ -307,3 +307,17 @@ def test_an_approval_of_arguments_another_reviewer_edited_since_is_refused_not_c
         "pending",
         "1 of 2 approvals: sam",
     )
+
+
+@pytest.mark.django_db
+def test_a_reviewer_who_approved_cannot_claim_the_request_from_the_reviewers_it_waits_for() -> None:
+    from approvals.actions.claims import do_claim
+
+    require(2)
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = big_refund()
+    decide(request_, rita)  # 1 of 2
+
+    with pytest.raises(Conflict, match="already approved"):
+        do_claim(request_.pk, user=rita)
+    assert do_claim(request_.pk, user=sam).claimed_by == sam

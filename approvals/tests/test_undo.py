@@ -240,3 +240,28 @@ def test_a_decision_made_through_htmx_leaves_no_message_for_a_later_page(setting
     assert page.post(f"/approvals/{request_.pk}/", {"decision": "approve"}).status_code == 200
 
     assert "Decision recorded" not in page.get("/threads/").content.decode()
+
+
+def test_an_undo_after_the_deadline_passed_gives_the_request_back_its_time_not_an_instant_expiry(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.tools import Expiry
+    from approvals.actions.expiry import do_expire_due
+    from approvals.tests.helpers import gate_with_expiry
+
+    settings.DECISION_UNDO_S = 30
+    rita = make_user("rita", "reviewer")
+    request_ = gate_with_expiry(monkeypatch, Expiry(60, "reject"))
+    approve(request_, rita)
+    # She approved with 20 s left; the deadline passed inside her undo window.
+    now = timezone.now()
+    ApprovalRequest.objects.filter(pk=request_.pk).update(
+        decided_at=now - timedelta(seconds=21), expires_at=now - timedelta(seconds=1)
+    )
+
+    do_undo(request_.pk, user=rita)
+
+    assert do_expire_due(now=timezone.now()) == 0  # it was auto-rejected at once
+    undone = ApprovalRequest.objects.get(pk=request_.pk)
+    assert undone.status == "pending"
+    assert undone.expires_at is not None and undone.expires_at > timezone.now() + timedelta(seconds=55)

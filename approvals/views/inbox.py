@@ -105,6 +105,8 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
             "chosen": choice,
             "status": 400,
             "message": request.POST.get("message", ""),
+            "standing": scope,  # the standing form as it was sent
+            "until": request.POST.get("until", ""),
             "fields": edit_fields(item, values=args, errors=exc.errors)
             if args is not None
             else edit_fields(item),
