@@ -232,6 +232,9 @@ class ThreadConsumer(RejoiningConsumer):
             return
         await self.join(self.group)
         await self.accept()
+        # Catch up from the database: what a reconnecting page missed while its socket was down
+        # (the thread's status and conversation; a decided request's panel, a pending one's status).
+        await self.resync()
 
     def allowed(self, user: Any) -> bool:
         return (
