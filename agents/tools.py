@@ -42,12 +42,8 @@ class Expiry:
     to_queue: str = ""
 
     def __post_init__(self) -> None:
-        if (
-            not isinstance(self.after_s, int | float)
-            or not 0
-            < self.after_s
-            <= MAX_EXPIRY_S  # NaN fails too; a deadline past year 9999 cannot be stored
-        ):
+        # NaN fails the comparison too; a deadline past year 9999 cannot be stored.
+        if not (isinstance(self.after_s, int | float) and 0 < self.after_s <= MAX_EXPIRY_S):
             raise ValueError(
                 f"Expiry.after_s must be a positive number of seconds, at most {MAX_EXPIRY_S:,} (ten "
                 f"years), got {self.after_s!r}"
@@ -188,8 +184,7 @@ class Tool:
     def invoke(self, args: dict[str, Any], *, context: ToolContext) -> Any:
         """Call the function with its arguments as its signature types them (a date as a date, a
         model as the model; stored as JSON, they are read back through the schema here)."""
-        valid = self._validated(args)
-        kwargs = {name: getattr(valid, name) for name in type(valid).model_fields}
+        kwargs = dict(self._validated(args))  # its fields, each as validated (not dumped)
         if self.context_param:
             kwargs[self.context_param] = context
         return self.fn(**kwargs)

@@ -18,28 +18,18 @@ class ApprovalsConfig(AppConfig):
         self._watch_policies()
 
     def _watch_policies(self) -> None:
-        """Every change to a policy invalidates the policies cached by each process."""
+        """Every change to a policy, or to a group a cached policy names, invalidates the policies
+        cached by each process."""
+        from django.contrib.auth.models import Group
         from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 
         from approvals import policy_cache
         from approvals.models import Policy
 
-        post_save.connect(policy_cache.on_policy_saved, sender=Policy, dispatch_uid="policy_cache.save")
-        post_delete.connect(policy_cache.on_policy_saved, sender=Policy, dispatch_uid="policy_cache.delete")
+        for sender, name in ((Policy, "policy_cache"), (Group, "policy_cache.group")):
+            post_save.connect(policy_cache.on_policy_saved, sender=sender, dispatch_uid=f"{name}.save")
+            post_delete.connect(policy_cache.on_policy_saved, sender=sender, dispatch_uid=f"{name}.delete")
         m2m_changed.connect(
             policy_cache.on_policy_saved, sender=Policy.groups.through, dispatch_uid="policy_cache.groups"
         )
         post_migrate.connect(policy_cache.on_flush, dispatch_uid="policy_cache.flush")  # also after a flush
-        self._watch_groups()
-
-    def _watch_groups(self) -> None:
-        """A cached policy holds its groups' names: renaming or deleting a group invalidates it."""
-        from django.contrib.auth.models import Group
-        from django.db.models.signals import post_delete, post_save
-
-        from approvals import policy_cache
-
-        post_save.connect(policy_cache.on_policy_saved, sender=Group, dispatch_uid="policy_cache.group_save")
-        post_delete.connect(
-            policy_cache.on_policy_saved, sender=Group, dispatch_uid="policy_cache.group_delete"
-        )

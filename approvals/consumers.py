@@ -68,16 +68,23 @@ class RejoiningConsumer(AsyncWebsocketConsumer):
         a password change or a lost role or queue since it opened closes it, as the page's next
         load would refuse it. Subclasses re-read what else they keep about the user."""
         user = await database_sync_to_async(current_user)(self.scope)
-        if not await database_sync_to_async(self.allowed)(user):
-            # A socket whose client went first raises (uvicorn's ClientDisconnected): either
-            # way it is done, and nothing re-joins it again.
-            with contextlib.suppress(OSError):
-                await self.close(code=FORBIDDEN if user.is_authenticated else UNAUTHENTICATED)
+        if not await self.admitted(user):
             return False
         self.scope["user"] = user
         return True
 
+    async def admitted(self, user: Any) -> bool:
+        """Whether the user may have this socket; if not, close it saying why (4401, 4403)."""
+        if user.is_authenticated and await database_sync_to_async(self.allowed)(user):
+            return True
+        # A socket whose client went first raises (uvicorn's ClientDisconnected): either way it
+        # is done, and nothing re-joins it again.
+        with contextlib.suppress(OSError):
+            await self.close(code=FORBIDDEN if user.is_authenticated else UNAUTHENTICATED)
+        return False
+
     def allowed(self, user: Any) -> bool:
+        """Whether an authenticated user may have this socket (one query or a few)."""
         raise NotImplementedError("subclasses of RejoiningConsumer must implement allowed()")
 
 
@@ -109,11 +116,7 @@ class InboxConsumer(RejoiningConsumer):
     async def connect(self) -> None:
         user = self.scope["user"]
         self.dirty, self.refresher = False, None
-        if not user.is_authenticated:
-            await self.close(code=UNAUTHENTICATED)
-            return
-        if not await database_sync_to_async(self.allowed)(user):
-            await self.close(code=FORBIDDEN)
+        if not await self.admitted(user):
             return
         self.query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
         # The rights just read for the role check serve the first view too.
@@ -124,7 +127,7 @@ class InboxConsumer(RejoiningConsumer):
         await self.send(text_data=await database_sync_to_async(self._render)())
 
     def allowed(self, user: Any) -> bool:
-        return bool(user.is_authenticated) and Access.of(user).has_any_role
+        return Access.of(user).has_any_role
 
     def _viewer(self, *, fresh: bool = True) -> inbox_push.Viewer:
         user = self.scope["user"]
@@ -224,11 +227,7 @@ class ThreadConsumer(RejoiningConsumer):
         query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
         # The thread page also shows the history and the operator's buttons; decision pages do not.
         self.whole_page = query.get("view") == "thread"
-        if not user.is_authenticated:
-            await self.close(code=UNAUTHENTICATED)
-            return
-        if not await database_sync_to_async(self.allowed)(user):
-            await self.close(code=FORBIDDEN)
+        if not await self.admitted(user):
             return
         await self.join(self.group)
         await self.accept()
@@ -237,10 +236,8 @@ class ThreadConsumer(RejoiningConsumer):
         await self.resync()
 
     def allowed(self, user: Any) -> bool:
-        return (
-            bool(user.is_authenticated)
-            and checkpoint_selectors.thread_exists(self.thread_id)
-            and Access.of(user).can_see_thread(self.thread_id)
+        return checkpoint_selectors.thread_exists(self.thread_id) and Access.of(user).can_see_thread(
+            self.thread_id
         )
 
     async def disconnect(self, code: int) -> None:
