@@ -5,12 +5,14 @@ token's user (permission, 409 if someone decided first, the ledger, the undo win
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 
 from agents.actions import InvalidInput, Written, check_start_thread, do_start_thread
 from agents.adapters.langgraph_agent import LangGraphAgent, split_gate_key
 from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
 from approvals.access import Access
+from approvals.actions.audit import appended_last
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
@@ -122,8 +124,10 @@ def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:
             for index, (r, item) in enumerate(zip(requests, items, strict=True))
         ]
     valid = [(r, check_decision(r, user=user, **d)) for r, d in decided]  # all checked before any is stored
-    for request_, checked in valid:
-        do_decide(request_, reviewer=user, valid=checked)
+    # All stored or none: a request decided by someone else meanwhile makes the whole resume a 409.
+    with transaction.atomic(), appended_last():
+        for request_, checked in valid:
+            do_decide(request_, reviewer=user, valid=checked)
 
 
 def _decision(item: Any, *, allowed: list[str], index: int) -> dict[str, Any]:
