@@ -11,6 +11,7 @@ from django.db import connection
 
 from checkpoints.backends.base import CheckpointData, NewCheckpoint
 from checkpoints.backends.orm import OrmBackend
+from checkpoints.bench.cpu import CpuReading, cpu_figures
 from checkpoints.bench.database import analyze, disk_bytes, raw_insert_rate, wal_syncs
 from checkpoints.bench.workload import Conversation
 from checkpoints.digest import canonical_bytes
@@ -75,9 +76,9 @@ def write_thread(
 
 def write_threads(
     backend: OrmBackend, *, names: list[str], turns: int, writers: int
-) -> tuple[list[float], float, dict[str, Any]]:
+) -> tuple[list[float], float, tuple[CpuReading, CpuReading], dict[str, Any]]:
     """Write every thread, `writers` at once on connections of their own; return per-write ms,
-    the wall time, and a final state."""
+    the wall time, CPU readings before and after, and a final state."""
     prepared = [conversation(turns=turns, seed=seed) for seed in range(len(names))]
 
     def write(n: int) -> list[float]:
@@ -86,10 +87,11 @@ def write_threads(
         finally:
             connection.close()  # each writer thread has its own
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), CpuReading.now()
     with ThreadPoolExecutor(writers) as pool:
         samples = list(pool.map(write, range(len(names))))
-    return [ms for sample in samples for ms in sample], time.perf_counter() - started, prepared[-1][1][-1]
+    wall, spent = time.perf_counter() - started, (cpu, CpuReading.now())
+    return [ms for sample in samples for ms in sample], wall, spent, prepared[-1][1][-1]
 
 
 def write_long_thread(backend: OrmBackend, *, thread_id: str, checkpoints: int) -> list[float]:
@@ -115,10 +117,19 @@ def run(
     threads = max(threads, writers)
     names = [f"bench-{turns}-{i}" for i in range(threads)]
     syncs = wal_syncs()
-    writes, wall, final = write_threads(backend, names=names, turns=turns, writers=writers)
+    writes, wall, (before, after), final = write_threads(backend, names=names, turns=turns, writers=writers)
     flushes = None if syncs is None else (wal_syncs() or 0) - syncs
     analyze()
     result = _summary(turns=turns, threads=threads, writers=writers, writes=writes, wall=wall, raw=raw)
+    result.update(
+        cpu_figures(
+            before=before,
+            after=after,
+            checkpoints=result["checkpoints"],
+            rate=result["checkpoints_per_s"],
+            raw_per_s=raw,
+        )
+    )
     # Above 1: concurrent writers' commits shared WAL flushes (Postgres' group commit).
     result["checkpoints_per_wal_flush"] = round(result["checkpoints"] / flushes, 2) if flushes else None
     result.update(_reads(backend, names, samples=samples))
