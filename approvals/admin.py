@@ -11,9 +11,12 @@ from approvals.access import Access
 from approvals.actions.claims import do_release
 from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_delete_policy, do_record_policy_change, policy_facts
+from approvals.actions.threads import do_delete_thread
 from approvals.actions.tokens import do_revoke_tokens
 from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, Policy, Queue
+from checkpoints.admin import ThreadAdmin
 from checkpoints.digest import canonical_json
+from checkpoints.models import Thread
 
 
 def admins_only(request: HttpRequest) -> bool:
@@ -218,3 +221,14 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+admin.site.unregister(Thread)
+
+
+@admin.register(Thread)
+class AuditedThreadAdmin(ThreadAdmin):
+    """The store's thread admin; deleting a thread is an admin's action, in the ledger."""
+
+    def remove_thread(self, request: HttpRequest, thread_id: str) -> None:
+        do_delete_thread(thread_id, user=request.user)  # type: ignore[arg-type]

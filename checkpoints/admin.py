@@ -9,7 +9,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html, format_html_join
 
 from checkpoints.backends import get_backend
-from checkpoints.models import StoreItem, Thread
+from checkpoints.models import Checkpoint, StoreItem, Thread
 from checkpoints.store import decode_path
 
 RECENT = 50
@@ -73,12 +73,27 @@ class ThreadAdmin(admin.ModelAdmin):
         head = format_html_join("", "<th>{}</th>", ((h,) for h in HEADINGS))
         return format_html("<table><tr>{}</tr>{}</table>", head, rows)
 
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        """The delete page's summary, counted rather than listed row by row (a thread may hold
+        thousands of checkpoints); the store deletes those rows itself, so deleting a thread
+        needs no permission on checkpoints or requests."""
+        threads = list(objs)
+        checkpoints = Checkpoint.objects.filter(thread__in=threads).count()
+        summary = [f"Thread {t.pk} ({t.agent}, {t.status})" for t in threads]
+        return summary, {"threads": len(threads), "checkpoints": checkpoints}, set(), []
+
     def delete_model(self, request: HttpRequest, obj: Thread) -> None:
-        get_backend().delete_thread(thread_id=obj.id)
+        self.remove_thread(request, obj.id)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
         for thread_id in queryset.values_list("id", flat=True):
-            get_backend().delete_thread(thread_id=thread_id)
+            self.remove_thread(request, thread_id)
+
+    def remove_thread(self, request: HttpRequest, thread_id: str) -> None:
+        """Through the backend (values, writes, LangGraph's rows); approvals' admin audits it."""
+        get_backend().delete_thread(thread_id=thread_id)
 
     @admin.action(
         description="Delete the selected threads with all their checkpoints", permissions=["delete"]

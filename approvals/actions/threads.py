@@ -7,12 +7,14 @@ from django.db import transaction
 
 from agents import actions as agent_actions
 from approvals.access import Access
-from approvals.actions.audit import do_audit
+from approvals.actions.audit import appended_last, do_audit
+from approvals.actions.errors import NotAllowed
+from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
 from checkpoints.diff import diff_values, summary
-from checkpoints.models import Thread
+from checkpoints.models import Checkpoint, Thread
 
 
 def access_thread(*, user: User, thread_id: str) -> Thread:
@@ -101,3 +103,32 @@ def _audit_write(
             **(extra or {}),
         },
     )
+
+
+def do_delete_thread(thread_id: str, *, user: User) -> None:
+    """Delete a thread with its checkpoints and requests (an admin's, in Django admin); the ledger
+    keeps who did it and what went: its agent, status, head state's digest, checkpoints and the
+    requests still pending."""
+    if not Access.of(user).is_admin:
+        raise NotAllowed("Only admins may delete threads.")
+    with transaction.atomic(), appended_last():
+        thread = get_backend().lock_thread(thread_id=thread_id)
+        pending = ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING)
+        data: dict[str, Any] = {
+            "agent": thread.agent,
+            "status": thread.status,
+            "checkpoints": Checkpoint.objects.filter(thread_id=thread_id).count(),
+            "pending_requests": list(pending.order_by("pk").values_list("pk", flat=True)),
+        }
+        if thread.head_id:
+            data["state_digest"] = (
+                get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
+            )
+        get_backend().delete_thread(thread_id=thread_id)
+        do_audit(
+            actor=user,
+            action="thread.delete",
+            thread_id=thread_id,
+            checkpoint_id=thread.head_id or "",
+            data=data,
+        )

@@ -81,3 +81,43 @@ def test_the_thread_admin_shows_storage_and_recent_checkpoints_and_deletes_throu
     assert list(Thread.objects.values_list("id", flat=True)) == [kept.thread_id]
     assert set(Checkpoint.objects.values_list("thread_id", flat=True)) == {kept.thread_id}
     assert set(StoredValue.objects.values_list("thread_id", flat=True)) == {kept.thread_id}
+
+
+def test_deleting_threads_in_the_admin_is_in_the_ledger_with_what_was_deleted() -> None:
+    from approvals.actions.ledger import verify_ledger
+    from approvals.models import AuditEvent
+    from tests.factories import make_gate
+
+    one, two = make_gate(), make_gate()
+    admin = client_for(make_user("ada", "admin"))
+
+    admin.post(f"/admin/checkpoints/thread/{one.thread_id}/delete/", {"post": "yes"})
+    admin.post(
+        "/admin/checkpoints/thread/", {"action": "delete_threads", "_selected_action": [two.thread_id]}
+    )
+
+    events = AuditEvent.objects.filter(action="thread.delete").order_by("id")
+    assert [(e.actor_name, e.thread_id, e.checkpoint_id) for e in events] == [
+        ("ada", one.thread_id, str(one.checkpoint_id)),
+        ("ada", two.thread_id, str(two.checkpoint_id)),
+    ]
+    assert events[0].data == {
+        "agent": "refunds",
+        "status": "waiting",
+        "checkpoints": 2,
+        "pending_requests": [one.pk],
+        "state_digest": events[0].data["state_digest"],
+    }
+    assert verify_ledger().ok
+
+
+def test_the_thread_delete_page_counts_what_goes_and_needs_no_permission_on_checkpoints() -> None:
+    from tests.factories import make_gate
+
+    gate = make_gate()
+    admin = client_for(make_user("ada", "admin"))
+
+    page = admin.get(f"/admin/checkpoints/thread/{gate.thread_id}/delete/").content.decode()
+
+    assert f"Thread {gate.thread_id} (refunds, waiting)" in page
+    assert "Checkpoints: 2" in page and "permission" not in page

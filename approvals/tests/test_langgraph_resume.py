@@ -73,7 +73,8 @@ def test_a_resume_refused_by_a_concurrent_decision_stores_none_of_its_answers(mo
     def rita_rejects(pk: int) -> None:
         try:
             request_ = ApprovalRequest.objects.get(pk=pk)
-            do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="reject", message="no"))
+            valid = check_decision(request_, user=rita, decision="reject", message="no")
+            do_decide(request_, reviewer=rita, valid=valid)
         finally:
             connection.close()
 
