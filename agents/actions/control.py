@@ -13,12 +13,19 @@ from django.db import transaction
 from agents import gates as gate_protocol
 from agents.actions.start import InvalidInput, check_state
 from agents.dispatch import after_commit
-from agents.graph import Agent
+from agents.graph import Agent, Gate
 from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent, registry
-from agents.runtime import load_state
+from agents.runtime import RESULT_PREFIX, load_state
+from agents.tools import Decision
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, CorruptCheckpoint, NewCheckpoint, ThreadData
+from checkpoints.backends.base import (
+    CheckpointData,
+    CheckpointSummary,
+    CorruptCheckpoint,
+    NewCheckpoint,
+    ThreadData,
+)
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
@@ -231,7 +238,75 @@ def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
     except CorruptCheckpoint:
         return []  # what ran after cannot be read; a fork from a good checkpoint still works
-    return agent.side_effects_after(origin=origin.values, head=head.values)
+    ran = agent.side_effects_after(origin=origin.values, head=head.values)
+    return ran + _effects_no_step_wrote(agent, origin=origin, head=head)
+
+
+# Sources of the checkpoint a step writes: its values hold what the step's tools returned.
+STEPPED = (CheckpointSource.STEP, CheckpointSource.RESUME)
+
+
+def _effects_no_step_wrote(
+    agent: Agent, *, origin: CheckpointData, head: CheckpointData
+) -> list[dict[str, Any]]:
+    """Gated actions recorded at a checkpoint from origin to head whose step wrote no checkpoint
+    on this branch. A tool's result commits with its side effect, before its step's checkpoint:
+    a cancel, edit or fork landing between them (or a dead worker) leaves the effect done but in
+    no state of the branch, so side_effects_after cannot see it."""
+    found: list[dict[str, Any]] = []
+    for checkpoint, child in _branch(origin=origin, head=head):
+        if checkpoint.metadata.get(gate_protocol.GATES_KEY) and (
+            child is None or child.source not in STEPPED
+        ):
+            found += _recorded_effects(agent, checkpoint=checkpoint, loaded=(origin, head))
+    return found
+
+
+def _branch(
+    *, origin: CheckpointData, head: CheckpointData
+) -> list[tuple[CheckpointSummary, CheckpointSummary | None]]:
+    """Each checkpoint from head back to origin, with its child on this branch; [] if origin is
+    not on it. One query reads all their summaries (no values): a branch may be long."""
+    by_id = {c.id: c for c in get_backend().history(thread_id=head.thread_id, limit=None)}
+    pairs: list[tuple[CheckpointSummary, CheckpointSummary | None]] = []
+    child, checkpoint = None, by_id.get(head.id)
+    while checkpoint is not None:
+        pairs.append((checkpoint, child))
+        if checkpoint.id == origin.id:
+            return pairs
+        child, checkpoint = checkpoint, by_id.get(checkpoint.parent_id or "")
+    return []
+
+
+def _recorded_effects(
+    agent: Agent, *, checkpoint: CheckpointSummary, loaded: tuple[CheckpointData, ...]
+) -> list[dict[str, Any]]:
+    """The gates at checkpoint whose tool ran (runtime.run_once recorded its result under the
+    gate's key), with the arguments it ran with."""
+    writes = get_backend().get_writes(thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id)
+    ran = {k for k in checkpoint.metadata[gate_protocol.GATES_KEY] if RESULT_PREFIX + k in writes}
+    if not ran:
+        return []
+    known = next((c for c in loaded if c.id == checkpoint.id), None)
+    stored = known or load_checkpoint(
+        thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id, agent=agent.name
+    )
+    gates = agent.pending_gates(load_state(agent, stored), checkpoint.next[0])
+    return [
+        {
+            "tool": g.action,
+            "arguments": _ran_with(g, writes=writes),
+            "result": writes[RESULT_PREFIX + g.key][1],
+        }
+        for g in gates
+        if g.key in ran
+    ]
+
+
+def _ran_with(gate: Gate, *, writes: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    recorded = writes.get(gate_protocol.DECISION_PREFIX + gate.key)
+    decision = gate_protocol.HumanDecision.from_write(recorded[1]) if recorded else None
+    return decision.args if decision and decision.kind == Decision.EDIT and decision.args else gate.args
 
 
 def _name(actor: str) -> str:

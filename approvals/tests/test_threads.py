@@ -2,6 +2,7 @@
 audited, and never applied halfway."""
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents import runtime
 from agents.actions import (
     InvalidInput,
     ThreadStateError,
@@ -19,6 +21,8 @@ from agents.actions import (
     do_start_thread,
     replay_warnings,
 )
+from agents.examples.models import Refund
+from agents.registry import registry
 from agents.tools import Expiry
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
@@ -291,6 +295,67 @@ def test_fork_warns_which_side_effecting_tools_ran_after_the_checkpoint() -> Non
     warnings = replay_warnings(request_.thread_id, checkpoint_id=str(request_.checkpoint_id))
 
     assert [w["tool"] for w in warnings] == ["issue_refund"]
+
+
+def approved_step_with(
+    monkeypatch: pytest.MonkeyPatch, *, settings: Any, meanwhile: Callable[[str, str], Any]
+) -> tuple[str, str, runtime.StepOutcome]:
+    """Run the step after an approved refund; `meanwhile(thread_id, gate checkpoint id)` lands
+    after its tool ran (the refund and its result committed) and before the step's checkpoint."""
+    settings.DECISION_UNDO_S = 0
+    steps_sent(monkeypatch)
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate()
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    thread_id, gate = request_.thread_id, str(request_.checkpoint_id)
+    agent = registry.get("refunds")
+    tools = agent.nodes["tools"]
+
+    def then_operator(state: Any, ctx: Any) -> Any:
+        step = tools(state, ctx)
+        meanwhile(thread_id, gate)
+        return step
+
+    monkeypatch.setitem(agent.nodes, "tools", then_operator)
+    outcome = runtime.run_step(thread_id=thread_id, checkpoint_id=gate, worker="w1")
+    return thread_id, gate, outcome
+
+
+def cancel(thread_id: str, gate: str) -> None:
+    do_control(thread_id, user=make_user("olga", "operator"), verb="cancel")
+
+
+def pause_and_edit(thread_id: str, gate: str) -> None:
+    olga = make_user("olga", "operator")
+    do_control(thread_id, user=olga, verb="pause")
+    do_edit_state(thread_id, user=olga, values=head_values(thread_id))
+
+
+def fork_from_the_gate(thread_id: str, gate: str) -> None:
+    do_fork_thread(thread_id, user=make_user("olga", "operator"), checkpoint_id=gate, values=None)
+
+
+@pytest.mark.parametrize("meanwhile", [cancel, pause_and_edit, fork_from_the_gate])
+def test_fork_warns_of_a_refund_that_ran_though_its_step_wrote_no_checkpoint(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, meanwhile: Callable[[str, str], Any]
+) -> None:
+    thread_id, gate, outcome = approved_step_with(monkeypatch, settings=settings, meanwhile=meanwhile)
+    first = str(Checkpoint.objects.get(thread_id=thread_id, step=0).pk)
+
+    assert outcome.kind == "stale" and Refund.objects.count() == 1  # done, yet in no state
+    for origin in (first, gate):
+        warnings = replay_warnings(thread_id, checkpoint_id=origin)
+        assert [(w["tool"], w["arguments"]["order_id"]) for w in warnings] == [("issue_refund", "ORD-1001")]
+
+
+def test_fork_warns_once_of_a_refund_whose_step_wrote_its_checkpoint(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    thread_id, gate, outcome = approved_step_with(monkeypatch, settings=settings, meanwhile=lambda *_: None)
+
+    assert outcome.kind == "stepped"
+    assert [w["tool"] for w in replay_warnings(thread_id, checkpoint_id=gate)] == ["issue_refund"]
+    assert replay_warnings(thread_id, checkpoint_id=outcome.checkpoint_id or "") == []
 
 
 def test_the_api_lists_history_and_diffs_two_checkpoints() -> None:
