@@ -117,6 +117,22 @@ def test_an_operators_cancel_removes_the_request_from_open_inboxes_within_a_seco
     assert (request_.status, request_.status_reason) == ("superseded", "the thread was cancelled by olga")
 
 
+def test_an_admins_thread_deletion_removes_its_requests_from_open_inboxes(live_server_url: str) -> None:
+    from approvals.actions.threads import do_delete_thread
+
+    cookie = cookie_for("rita", "reviewer")
+    ada = make_user("ada", "admin")
+    request_ = make_gate()
+
+    async def scenario() -> None:
+        async with await connect(live_server_url, cookie) as ws:
+            await until(ws, lambda m: row(request_) in m)
+            await in_thread(lambda: do_delete_thread(request_.thread_id, user=ada))()
+            await until(ws, removes(request_))
+
+    asyncio.run(scenario())
+
+
 def test_a_restricted_queue_never_reaches_reviewers_outside_it(live_server_url: str) -> None:
     make_user("rita", "reviewer", queues=("refunds",))
     sam_cookie = cookie_for("sam", "reviewer", queues=("outreach",))

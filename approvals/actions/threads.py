@@ -6,10 +6,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from agents import actions as agent_actions
+from approvals import events
 from approvals.access import Access
 from approvals.actions.audit import appended_last, do_audit
 from approvals.actions.errors import NotAllowed
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import RequestRoute
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
@@ -113,18 +115,22 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
         raise NotAllowed("Only admins may delete threads.")
     with transaction.atomic(), appended_last():
         thread = get_backend().lock_thread(thread_id=thread_id)
-        pending = ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING)
+        pending = list(
+            ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("pk")
+        )
         data: dict[str, Any] = {
             "agent": thread.agent,
             "status": thread.status,
             "checkpoints": Checkpoint.objects.filter(thread_id=thread_id).count(),
-            "pending_requests": list(pending.order_by("pk").values_list("pk", flat=True)),
+            "pending_requests": [r.pk for r in pending],
         }
         if thread.head_id:
             data["state_digest"] = (
                 get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
             )
+        routes = [RequestRoute.of(r) for r in pending]
         get_backend().delete_thread(thread_id=thread_id)
+        events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
         do_audit(
             actor=user,
             action="thread.delete",
