@@ -202,6 +202,32 @@ def test_revoking_needs_a_reviewer_and_a_standing_decision_of_that_thread() -> N
     assert Policy.objects.count() == 2
 
 
+def test_a_revoke_that_another_revoke_beat_says_so_instead_of_failing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two reviewers (or a double click) revoke at once: the second finds the standing decision,
+    then the first deletes it before the second's delete locks it."""
+    from approvals.views import threads as views
+
+    request_ = make_gate(args=ARGS)
+    stand(client_for(make_user("rita", "reviewer")), request_)
+    standing = Policy.objects.get()
+    bob = client_for(make_user("bob", "reviewer"))
+    found = views.access_standing
+
+    def found_then_revoked_by_another(**kwargs: Any) -> Policy:
+        policy = found(**kwargs)
+        Policy.objects.filter(pk=policy.pk).delete()  # the other revoke commits meanwhile
+        return policy
+
+    monkeypatch.setattr(views, "access_standing", found_then_revoked_by_another)
+    answer = bob.post(f"/threads/{request_.thread_id}/standing/{standing.pk}/revoke/", follow=True)
+
+    assert answer.status_code == 200
+    assert "Already revoked" in answer.content.decode()
+    assert not AuditEvent.objects.filter(action="policy.delete").exists()  # bob deleted nothing
+
+
 def test_no_standing_decision_follows_a_decision_that_was_refused() -> None:
     request_ = make_gate(args=ARGS)
     rita, bob = make_user("rita", "reviewer"), make_user("bob", "reviewer")

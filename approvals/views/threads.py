@@ -9,7 +9,13 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agents.actions import InvalidInput, ThreadStateError, check_start_thread, do_start_thread
+from agents.actions import (
+    InvalidInput,
+    ThreadStateError,
+    check_start_thread,
+    do_start_thread,
+    replay_warnings,
+)
 from agents.registry import registry
 from approvals import selectors, thread_selectors
 from approvals.access import Access
@@ -104,7 +110,11 @@ def revoke_standing(request: AuthedRequest, thread_id: str, pk: int) -> HttpResp
         raise PermissionDenied(str(exc)) from exc
     except Policy.DoesNotExist as exc:
         raise Http404("No such standing decision on this thread.") from exc
-    do_revoke_standing(standing, actor=request.user)
+    try:
+        do_revoke_standing(standing, actor=request.user)
+    except Policy.DoesNotExist:  # another revoke (a second reviewer, a double click) came first
+        messages.info(request, f"Already revoked: {standing.name}.")
+        return redirect("approvals:thread", thread_id=thread.id)
     messages.success(request, f"Revoked: {standing.name}. Calls of {standing.tool} go to a person again.")
     return redirect("approvals:thread", thread_id=thread.id)
 
@@ -139,6 +149,8 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
         "head": head,
         "text": thread_selectors.pretty(head.values, agent=thread.agent),
         "edit_note": thread_selectors.edit_note(thread.agent),
+        # The edit re-asks the head's gates: a tool that ran there, its step never landed, runs again.
+        "warnings": replay_warnings(thread.id, checkpoint_id=head.id),
     }
     if request.method == "POST":
         context["text"] = request.POST.get("values", "")
