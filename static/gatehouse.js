@@ -40,3 +40,14 @@
     if (!window.confirm(form.dataset.confirm)) { event.preventDefault(); event.stopImmediatePropagation(); }
   }, true);
 })();
+
+// A form that comes back with errors: focus its first invalid field, so keyboard and screen-reader
+// users land on what to fix (the button they pressed was swapped away with the form).
+(function () {
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var field = event.target.querySelector && event.target.querySelector('[aria-invalid="true"]');
+    if (!field || !event.target.isConnected) return;
+    field.focus({ preventScroll: true });
+    (field.closest("label") || field).scrollIntoView({ block: "nearest" });  // with its error text
+  });
+})();

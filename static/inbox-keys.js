@@ -6,6 +6,7 @@
 (function () {
   "use strict";
   var selectedId = null;
+  var approving = null;  // { id, at }: the row being approved from the keyboard, and its place
 
   function rows() { return Array.prototype.slice.call(document.querySelectorAll("#inbox-list .inbox-row")); }
 
@@ -28,6 +29,19 @@
   }
 
   function current() { return selectedId ? document.getElementById(selectedId) : null; }
+
+  // After the reviewer's own approval the next row is selected (the previous one at the end).
+  // A row someone else decided just drops the selection: an `a` meant for it must not approve
+  // a neighbour the reviewer has not read.
+  function selectAfter(approved) {
+    var from = approving;
+    approving = null;
+    if (!from || from.id !== approved.id || selectedId !== approved.id) return;  // moved on meanwhile
+    var all = rows();
+    var at = all.findIndex(function (r) { return r.id === approved.id; });
+    if (at >= 0) select(all[at + 1] || all[at - 1] || null);
+    else select(all[Math.min(from.at, all.length - 1)] || null);  // the live update removed it first
+  }
 
   function click(selector, scope) {
     var el = (scope || document).querySelector(selector);
@@ -95,6 +109,7 @@
 
   function approveRow(row) {
     var body = new URLSearchParams({ decision: "approve" });
+    approving = { id: row.id, at: rows().indexOf(row) };
     fetch(row.dataset.href, {
       method: "POST", body: body, credentials: "same-origin",
       headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" },
@@ -103,7 +118,10 @@
         var action = row.querySelector(".action").textContent.trim();
         if (response.ok) {
           notice("Approved " + action + ".", row, row.dataset.href.replace(/\/$/, "") + "/undo/");
+          selectAfter(row);
         } else {
+          approving = null;
+          if (!current()) select(null);
           var page = new DOMParser().parseFromString(html, "text/html");
           var alert = page.querySelector(".alert.error");
           notice("Not approved: " + (alert ? alert.textContent.trim() : "status " + response.status), row, "");
@@ -189,8 +207,11 @@
   });
 
   // A live update replaces the list: keep the selection on the same item when it is still there.
+  // A row whose approval is under way keeps it until the answer says where it goes.
   document.addEventListener("htmx:oobAfterSwap", function () {
-    if (selectedId) select(document.getElementById(selectedId));
+    if (!selectedId) return;
+    var row = document.getElementById(selectedId);
+    if (row || !approving || approving.id !== selectedId) select(row);
   });
 
   // Filters apply as soon as they change (the form still has a button without JavaScript).
