@@ -166,3 +166,25 @@ def test_a_thread_page_socket_gets_its_own_fragments_not_the_decision_pages(live
 
     seen = asyncio.run(scenario())
     assert seen and not [m for m in seen if "decision-panel-" in m or "request-status-" in m]
+
+
+def test_a_sign_off_refreshes_the_conversation_on_the_requests_open_pages(live_server_url: str) -> None:
+    """The conversation's tag of a two-person request says who signed off, without a reload."""
+    from approvals.tests.test_two_person import big_refund, require
+
+    require(2)
+    request_ = big_refund()
+    rita = make_user("rita", "reviewer")
+    cookie = cookie_for("sam", "reviewer")
+
+    async def scenario() -> str:
+        async with thread_socket(live_server_url, request_.thread_id, cookie) as ws:
+            await until(ws, lambda m: "0 of 2 approvals" in m)  # the catch-up on connect
+            await in_thread(lambda: approve(request_, by=rita))()
+            return await until(ws, lambda m: 'id="thread-live"' in m and "1 of 2 approvals: rita" in m)
+
+    assert "1 of 2 approvals: rita" in asyncio.run(scenario())
+
+
+def approve(request_: ApprovalRequest, *, by: User) -> None:
+    do_decide(request_, reviewer=by, valid=check_decision(request_, user=by, decision="approve"))

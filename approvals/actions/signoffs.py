@@ -89,5 +89,10 @@ def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_
     request_.claimed_by, request_.claimed_at, request_.claim_active_at = None, None, None
     request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
     route, queue = RequestRoute.of(request_), request_.queue
-    events.on_commit(lambda: events.send_request_changed(request=route, queues=[queue]))  # show the count
+
+    def show_the_count() -> None:  # the inbox row, the status line, and the conversation's tag
+        events.send_request_changed(request=route, queues=[queue])
+        events.on_thread_changed(None, thread_id=route.thread_id)
+
+    events.on_commit(show_the_count)
     return False
