@@ -14,7 +14,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import RequestRoute
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import ThreadData
+from checkpoints.backends.base import ThreadData, ThreadNotFound
 from checkpoints.diff import diff_values, summary
 from checkpoints.models import Checkpoint, Thread
 
@@ -114,7 +114,10 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
     if not Access.of(user).is_admin:
         raise NotAllowed("Only admins may delete threads.")
     with transaction.atomic(), appended_last():
-        thread = get_backend().lock_thread(thread_id=thread_id)
+        try:
+            thread = get_backend().lock_thread(thread_id=thread_id)
+        except ThreadNotFound:
+            return  # another admin deleted it first: nothing is left to delete or record
         pending = list(
             ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("pk")
         )

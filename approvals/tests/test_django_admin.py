@@ -121,3 +121,17 @@ def test_the_thread_delete_page_counts_what_goes_and_needs_no_permission_on_chec
 
     assert f"Thread {gate.thread_id} (refunds, waiting)" in page
     assert "Checkpoints: 2" in page and "permission" not in page
+
+
+def test_a_thread_another_admin_deleted_first_is_deleted_once_and_recorded_once() -> None:
+    from approvals.actions.threads import do_delete_thread
+    from approvals.models import AuditEvent
+    from tests.factories import make_gate
+
+    gate = make_gate()
+    ada = make_user("ada", "admin")
+
+    do_delete_thread(gate.thread_id, user=ada)
+    do_delete_thread(gate.thread_id, user=ada)  # the second admin's, a moment later
+
+    assert AuditEvent.objects.filter(action="thread.delete").count() == 1
