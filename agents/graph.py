@@ -120,7 +120,9 @@ class Agent:
 
     def side_effects_after(self, *, origin: dict[str, Any], head: dict[str, Any]) -> list[dict[str, Any]]:
         """Gated actions that ran between the states `origin` and `head` (a fork from origin may
-        run them again): [{"tool", "arguments", "result"}]."""
+        run them again): [{"key", "tool", "arguments", "result"}], `key` the call's gate key.
+        Needed only for effects no gate recorded: replay_warnings also lists every result
+        run_once recorded under a gate's key on the branch, less those named here by key."""
         return []
 
     fork_note = ""

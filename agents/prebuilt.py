@@ -64,6 +64,7 @@ class ToolAgent(Agent):
         calls = {c["id"]: c["function"] for m in messages for c in m.get("tool_calls") or []}
         return [
             {
+                "key": m["tool_call_id"],  # a gate's key is its call's id (_gates)
                 "tool": calls[m["tool_call_id"]]["name"],
                 "arguments": calls[m["tool_call_id"]].get("arguments", ""),
                 "result": m.get("content", ""),

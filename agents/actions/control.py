@@ -5,6 +5,7 @@ gates supersedes their approval requests (gates_superseded); gates that the new 
 needs are asked afresh (gates_opened), so no approval ever applies to a state it did not see.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,53 +229,61 @@ def _status_for(*, gates: bool, next_nodes: list[str], keep_paused: bool) -> Thr
 
 def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any]]:
     """Side-effecting (gated) actions that ran after checkpoint_id on the current branch: a fork
-    from there may run them again (each will need a fresh approval)."""
+    from there (or, from the head, an edit) may run them again, each after a fresh approval."""
     try:
-        agent = registry.get(get_backend().get_thread(thread_id=thread_id).agent)
+        thread = get_backend().get_thread(thread_id=thread_id)
+        agent = registry.get(thread.agent)
     except UnknownAgent:
         return []  # nothing can be forked from it either (do_fork says why)
     origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
     try:
-        head = load_checkpoint(thread_id=thread_id, agent=agent.name)
+        head = (
+            origin if origin.id == thread.head_id else load_checkpoint(thread_id=thread_id, agent=agent.name)
+        )
     except CorruptCheckpoint:
         return []  # what ran after cannot be read; a fork from a good checkpoint still works
-    ran = agent.side_effects_after(origin=origin.values, head=head.values)
-    return ran + _effects_no_step_wrote(agent, origin=origin, head=head)
+    named = agent.side_effects_after(origin=origin.values, head=head.values)
+    return named + _unnamed(_recorded_on_branch(agent, origin=origin, head=head), named=named)
 
 
-# Sources of the checkpoint a step writes: its values hold what the step's tools returned.
-STEPPED = (CheckpointSource.STEP, CheckpointSource.RESUME)
+def _unnamed(recorded: list[dict[str, Any]], *, named: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recorded results the agent's own list does not name. Each named call (by its gate
+    key) accounts for one recorded result: a call a fork copied may have run on both branches."""
+    unclaimed = Counter(effect.get("key") for effect in named)
+    left = []
+    for effect in recorded:
+        if unclaimed[effect["key"]]:
+            unclaimed[effect["key"]] -= 1
+        else:
+            left.append(effect)
+    return left
 
 
-def _effects_no_step_wrote(
+def _recorded_on_branch(
     agent: Agent, *, origin: CheckpointData, head: CheckpointData
 ) -> list[dict[str, Any]]:
-    """Gated actions recorded at a checkpoint from origin to head whose step wrote no checkpoint
-    on this branch. A tool's result commits with its side effect, before its step's checkpoint:
-    a cancel, edit or fork landing between them (or a dead worker) leaves the effect done but in
-    no state of the branch, so side_effects_after cannot see it."""
+    """Gated actions whose results runtime.run_once recorded at a gate checkpoint from origin to
+    head. A tool's result commits with its side effect, before its step's checkpoint: this finds
+    an effect whether its step landed, or a cancel, edit or fork (or a dead worker) left it in no
+    state of the branch, and for agents whose values side_effects_after cannot read."""
     found: list[dict[str, Any]] = []
-    for checkpoint, child in _branch(origin=origin, head=head):
-        if checkpoint.metadata.get(gate_protocol.GATES_KEY) and (
-            child is None or child.source not in STEPPED
-        ):
+    for checkpoint in _branch(origin=origin, head=head):
+        if checkpoint.metadata.get(gate_protocol.GATES_KEY):
             found += _recorded_effects(agent, checkpoint=checkpoint, loaded=(origin, head))
     return found
 
 
-def _branch(
-    *, origin: CheckpointData, head: CheckpointData
-) -> list[tuple[CheckpointSummary, CheckpointSummary | None]]:
-    """Each checkpoint from head back to origin, with its child on this branch; [] if origin is
-    not on it. One query reads all their summaries (no values): a branch may be long."""
+def _branch(*, origin: CheckpointData, head: CheckpointData) -> list[CheckpointSummary]:
+    """Each checkpoint from head back to origin; [] if origin is not on head's branch. One query
+    reads all their summaries (no values): a branch may be long."""
     by_id = {c.id: c for c in get_backend().history(thread_id=head.thread_id, limit=None)}
-    pairs: list[tuple[CheckpointSummary, CheckpointSummary | None]] = []
-    child, checkpoint = None, by_id.get(head.id)
+    branch: list[CheckpointSummary] = []
+    checkpoint = by_id.get(head.id)
     while checkpoint is not None:
-        pairs.append((checkpoint, child))
+        branch.append(checkpoint)
         if checkpoint.id == origin.id:
-            return pairs
-        child, checkpoint = checkpoint, by_id.get(checkpoint.parent_id or "")
+            return branch
+        checkpoint = by_id.get(checkpoint.parent_id or "")
     return []
 
 
@@ -282,7 +291,7 @@ def _recorded_effects(
     agent: Agent, *, checkpoint: CheckpointSummary, loaded: tuple[CheckpointData, ...]
 ) -> list[dict[str, Any]]:
     """The gates at checkpoint whose tool ran (runtime.run_once recorded its result under the
-    gate's key), with the arguments it ran with."""
+    gate's key), with the arguments it ran with. Its values are read only if one did."""
     writes = get_backend().get_writes(thread_id=checkpoint.thread_id, checkpoint_id=checkpoint.id)
     ran = {k for k in checkpoint.metadata[gate_protocol.GATES_KEY] if RESULT_PREFIX + k in writes}
     if not ran:
@@ -294,6 +303,7 @@ def _recorded_effects(
     gates = agent.pending_gates(load_state(agent, stored), checkpoint.next[0])
     return [
         {
+            "key": g.key,
             "tool": g.action,
             "arguments": _ran_with(g, writes=writes),
             "result": writes[RESULT_PREFIX + g.key][1],

@@ -173,8 +173,13 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
 
     def close(self) -> None:
         """Close the saver's database connection and stop its thread."""
-        self._executor.submit(connections.close_all).result()
+        self.close_connection()
         self._executor.shutdown()
+
+    def close_connection(self) -> None:
+        """Close the saver thread's database connection; its next call opens another (a test
+        database cannot be dropped while one is open)."""
+        self._executor.submit(connections.close_all).result()
 
     async def _async(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.wrap_future(self._executor.submit(method, *args, **kwargs))
