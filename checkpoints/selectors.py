@@ -25,6 +25,11 @@ def thread_exists(thread_id: str) -> bool:
     return Thread.objects.filter(pk=thread_id).exists()
 
 
+def missing_threads(thread_ids: set[str]) -> set[str]:
+    """Those of the ids that name no thread (deleted since something recorded them)."""
+    return thread_ids - set(Thread.objects.filter(pk__in=thread_ids).values_list("pk", flat=True))
+
+
 def thread_agent(thread_id: str) -> str | None:
     """The agent that runs the thread, or None if there is no such thread."""
     return Thread.objects.filter(pk=thread_id).values_list("agent", flat=True).first()

@@ -116,6 +116,22 @@ def test_deleting_a_thread_keeps_the_chain_intact(events: list[AuditEvent]) -> N
     assert AuditEvent.objects.filter(approval__isnull=True, approval_ref__isnull=False).count() == 3
 
 
+def test_the_ledger_names_a_deleted_thread_without_a_link_that_leads_nowhere(
+    events: list[AuditEvent],
+) -> None:
+    kept = make_gate()
+    gone = events[0].thread_id
+    Thread.objects.filter(pk=gone).delete()
+    do_audit(actor=None, action="thread.pause", thread_id=kept.thread_id)
+    client = Client()
+    client.force_login(make_user("ada", "admin"))
+
+    page = client.get("/ledger/").content.decode()
+
+    assert f'href="/threads/{gone}/' not in page and page.count(">deleted</small>") == 3
+    assert f'href="/threads/{kept.thread_id}/"' in page
+
+
 def test_only_admins_read_the_ledger(events: list[AuditEvent]) -> None:
     client = Client()
     client.force_login(make_user("sam", "reviewer"))

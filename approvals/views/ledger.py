@@ -13,6 +13,7 @@ from approvals.access import Access
 from approvals.actions.ledger import LedgerFilter, csv_rows, filtered_events, verify_ledger
 from approvals.forms import LedgerFilterForm
 from approvals.http import AuthedRequest
+from checkpoints import selectors as checkpoint_selectors
 
 PAGE_SIZE = 50
 
@@ -30,7 +31,13 @@ def ledger(request: AuthedRequest) -> HttpResponse:
     query.pop("page", None)
     context: dict[str, Any] = {"form": form, "query": query}
     if filters is not None:
-        context["page"] = Paginator(filtered_events(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+        context["page"] = page = Paginator(filtered_events(filters), PAGE_SIZE).get_page(
+            request.GET.get("page")
+        )
+        # Their events stay; their links would lead nowhere.
+        context["deleted_threads"] = checkpoint_selectors.missing_threads(
+            {e.thread_id for e in page if e.thread_id}
+        )
     if request.GET.get("verify"):
         context["report"] = verify_ledger()
     template = "approvals/ledger.html#results" if request.htmx else "approvals/ledger.html"
