@@ -135,3 +135,15 @@ def test_a_thread_another_admin_deleted_first_is_deleted_once_and_recorded_once(
     do_delete_thread(gate.thread_id, user=ada)  # the second admin's, a moment later
 
     assert AuditEvent.objects.filter(action="thread.delete").count() == 1
+
+
+def test_every_page_names_the_icon_so_no_browser_asks_for_a_missing_favicon_ico() -> None:
+    from django.contrib.staticfiles import finders
+
+    ada = client_for(make_user("ada", "admin"))
+    icon = '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
+
+    for page in ["/", "/threads/", "/ledger/", "/admin/", "/admin/checkpoints/thread/"]:
+        assert icon in ada.get(page).content.decode(), page
+    assert icon in Client().get("/login/").content.decode()
+    assert finders.find("favicon.svg")
