@@ -166,7 +166,7 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
         ):
             if valid.decision == Decision.APPROVE:
                 # Only for the arguments the reviewer read: another's edit since replaced them.
-                check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.decision_args))
+                check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.effective_args))
             if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args):
                 return request_  # waits for more approvals
             # Enough different reviewers approved the arguments as they stand (the last edit's).

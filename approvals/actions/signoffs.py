@@ -54,7 +54,7 @@ def args_mark(args: Any) -> str:
 
 def check_args_seen(request_: ApprovalRequest, *, seen_mark: str | None) -> None:
     """Refuse an approval given for arguments another reviewer's edit has replaced since."""
-    if seen_mark is not None and seen_mark != args_mark(request_.decision_args):
+    if seen_mark is not None and seen_mark != args_mark(request_.effective_args):
         raise ArgumentsChanged(
             "The arguments were edited after you opened this request: read them again, then approve."
         )

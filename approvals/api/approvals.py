@@ -1,5 +1,6 @@
 """Approval endpoints: list, decide, claim."""
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from ninja import Router, Status
@@ -9,6 +10,7 @@ from approvals.access import Access
 from approvals.actions.claims import do_claim_op
 from approvals.actions.decisions import access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.signoffs import args_mark
 from approvals.actions.undo import do_undo
 from approvals.api.base import Error
 from approvals.api.schemas import ApprovalOut, ClaimIn, DecisionIn
@@ -46,6 +48,8 @@ def decide(request: AuthedRequest, approval_id: int, body: DecisionIn) -> Any:
         valid = check_decision(
             item, user=request.user, decision=body.decision, args=body.args, message=body.message
         )
+        if body.approved_args is not None:
+            valid = replace(valid, args_seen=args_mark(body.approved_args))
         decided = do_decide(item, reviewer=request.user, valid=valid)
     except NotAllowed as exc:
         return Status(403, {"detail": str(exc)})

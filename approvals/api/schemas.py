@@ -105,3 +105,6 @@ class DecisionIn(Schema):
     decision: Literal["approve", "edit", "reject", "respond"]
     args: dict[str, Any] | None = None
     message: str = ""
+    approved_args: dict[str, Any] | None = None
+    """An approve's arguments as the client read them (`decision_args`, else `args`): under the
+    two-person rule, another reviewer's edit since makes it a 409 instead of a sign-off."""

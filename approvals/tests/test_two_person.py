@@ -1,5 +1,6 @@
 """The two-person rule: a request a policy requires N approvers for waits for N different ones."""
 
+import json
 import re
 import threading
 from typing import Any
@@ -42,6 +43,10 @@ def decide(request_: ApprovalRequest, user: Any, decision: str = "approve", **kw
     return do_decide(
         request_, reviewer=user, valid=check_decision(request_, user=user, decision=decision, **kw)
     )
+
+
+def api_client(user: Any) -> Client:
+    return Client(headers={"Authorization": f"Bearer {do_create_token(user=user)}"})
 
 
 def fresh(request_: ApprovalRequest) -> ApprovalRequest:
@@ -276,7 +281,7 @@ def test_the_conversation_says_how_many_approvals_a_pending_request_has_not_pend
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("through", ["action", "page"])
+@pytest.mark.parametrize("through", ["action", "page", "api"])
 def test_an_approval_of_arguments_another_reviewer_edited_since_is_refused_not_counted(
     through: str, settings: Any
 ) -> None:
@@ -299,14 +304,36 @@ def test_an_approval_of_arguments_another_reviewer_edited_since_is_refused_not_c
             do_decide(
                 read_by_rita, reviewer=rita, valid=check_decision(read_by_rita, user=rita, decision="approve")
             )
-    else:
+    elif through == "page":
         answer = page.post(f"/approvals/{request_.pk}/", {"decision": "approve", "args_seen": mark[1]})
         assert answer.status_code == 409 and "edited after you opened" in answer.content.decode()
+    else:  # the arguments her client read over the API
+        body = {"decision": "approve", "approved_args": read_by_rita.effective_args}
+        answer = api_client(rita).post(
+            f"/api/approvals/{request_.pk}/decision", json.dumps(body), content_type="application/json"
+        )
+        assert answer.status_code == 409 and "edited after you opened" in answer.json()["detail"]
     # Her approval did not complete the rule for $9,999.99, which only sam has seen.
     assert (fresh(request_).status, describe_signoffs(fresh(request_))) == (
         "pending",
         "1 of 2 approvals: sam",
     )
+
+
+@pytest.mark.django_db
+def test_an_api_approval_of_the_arguments_as_they_stand_counts(settings: Any) -> None:
+    settings.DECISION_UNDO_S = 0
+    require(2)
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = big_refund()
+    decide(fresh(request_), sam, "edit", args={"order_id": "ORD-1001", "amount_cents": 120000})
+
+    body = {"decision": "approve", "approved_args": {"order_id": "ORD-1001", "amount_cents": 120000}}
+    answer = api_client(rita).post(
+        f"/api/approvals/{request_.pk}/decision", json.dumps(body), content_type="application/json"
+    )
+
+    assert answer.status_code == 200 and fresh(request_).status == "edited"  # approved as edited
 
 
 @pytest.mark.django_db
