@@ -102,6 +102,9 @@ def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUse
         request_ = _locked(request_id)
         if not Access.of(to).can_decide(request_.queue):
             raise InvalidInput({"to": NO_SUCH_REVIEWER})
+        if request_.signoffs.filter(reviewer_id=to.pk).exists():
+            # As in do_claim: their claim would hold it from the reviewers the two-person rule waits for.
+            raise ClaimConflict(f"{to.get_username()} already approved this; another reviewer must take it.")
         before = request_.claimed_by.get_username() if request_.claimed_by else ""
         _set_claim(request_, to, now=timezone.now())
         _changed(request_, actor=admin, action="claim.reassign", claimed_by=before, to=to.get_username())

@@ -36,7 +36,8 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def groups_named(names: list[str]) -> list[Group]:
-    """The groups with these names; InvalidInput naming any that do not exist."""
+    """The groups with these names, each once, by name; InvalidInput naming any that do not exist."""
+    names = sorted(set(names))  # a name given twice is one group: repeating it changes nothing
     found = {g.name: g for g in Group.objects.filter(name__in=names)}
     missing = [n for n in names if n not in found]
     if missing:
@@ -95,7 +96,7 @@ def do_update_policy(
         group_rows = groups_named(groups) if groups is not None else None
         after = {
             **policy_facts(policy),
-            **({"groups": sorted(groups or [])} if group_rows is not None else {}),
+            **({"groups": [g.name for g in group_rows]} if group_rows is not None else {}),
         }
         if after == before:
             return policy

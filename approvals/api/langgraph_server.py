@@ -12,13 +12,14 @@ Not served: other stream modes, crons, the store.
 import re
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
+from pydantic import Field
 
 from agents.actions import InvalidInput, ThreadStateError
 from agents.adapters.langgraph_agent import LangGraphAgent
@@ -30,6 +31,7 @@ from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_
 from approvals.actions.tokens import access_token_user
 from approvals.api.langgraph_state import SETTLED, STATUS, state_at, thread_state
 from approvals.api.langgraph_stream import STREAM_MODES, langgraph_head, run_events
+from approvals.api.threads import MAX_OFFSET
 from approvals.http import AuthedRequest
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
@@ -38,6 +40,7 @@ from checkpoints.models import Thread, ThreadStatus
 
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
+MAX_SEARCH_LIMIT = 100  # each thread listed loads its LangGraph state; the SDK asks for 10
 
 
 class ApiKey(APIKeyHeader):
@@ -119,8 +122,8 @@ class SearchIn(Schema):
     graph_id: str | None = None
     status: str | None = None
     metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0
 
 
 class ThreadIn(Schema):
@@ -162,11 +165,12 @@ def _assistant(agent: LangGraphAgent) -> dict[str, Any]:
 
 
 def _visible(request: AuthedRequest, thread_id: str) -> Thread:
-    """A LangGraph agent's thread the user may see (an unknown agent's is a 404 too)."""
+    """A LangGraph agent's thread the user may see (an unknown agent's is a 404 too); one the
+    user may not see is a 404 as a missing one is, before its agent is named."""
     thread = checkpoint_selectors.thread(thread_id)
-    langgraph_agent(thread.agent)
     if not Access.of(request.user).can_see_thread(thread_id):
         raise Thread.DoesNotExist(thread_id)
+    langgraph_agent(thread.agent)
     return thread
 
 
@@ -226,8 +230,15 @@ def get_assistant(request: AuthedRequest, assistant_id: str) -> Any:
 
 @api.post("/threads")
 def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
-    """A thread id for the first run to start (Gatehouse threads begin with their first message)."""
-    if body.thread_id and checkpoint_selectors.thread_exists(body.thread_id):
+    """A thread id for the first run to start (Gatehouse threads begin with their first message).
+    An id taken by a thread the user may not see is answered as a free one, as its missing
+    thread would be: only operators start threads, and they see every thread (and get the 409)."""
+    access = Access.of(request.user)
+    if (
+        body.thread_id
+        and checkpoint_selectors.thread_exists(body.thread_id)
+        and access.can_see_thread(body.thread_id)
+    ):
         if body.if_exists != "do_nothing":
             return _error(request, 409, f"Thread {body.thread_id} already exists.")
         return _thread(_visible(request, body.thread_id))

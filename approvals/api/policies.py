@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from approvals.access import Access
 from approvals.actions.policies import do_create_policy, do_delete_policy, do_update_policy
@@ -20,7 +20,12 @@ ActionName = Literal["approve", "deny", "route", "require"]
 When = Annotated[str, Field(min_length=1, max_length=2000)]
 Order = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
 Approvers = Annotated[int, Field(ge=1, le=10)]
-Groups = Annotated[list[Annotated[str, Field(max_length=150)]], Field(max_length=50)]
+# Each group once, sorted: a name given twice is one group (so the preview sees what a save stores).
+Groups = Annotated[
+    list[Annotated[str, Field(max_length=150)]],
+    Field(max_length=50),
+    AfterValidator(lambda v: sorted(set(v))),
+]
 
 
 class PolicyIn(Schema):

@@ -17,7 +17,7 @@ from approvals.actions.claims import (
     do_release,
     do_release_idle_claims,
 )
-from approvals.actions.decisions import NotAllowed
+from approvals.actions.decisions import NotAllowed, check_decision, do_decide
 from approvals.models import ApprovalRequest, AuditEvent
 from tests.factories import make_gate, make_user
 
@@ -212,3 +212,33 @@ def test_the_api_refuses_unknown_fields_instead_of_ignoring_them() -> None:
         response = api.post(f"/api/approvals/{request_.pk}/{path}", body, content_type="application/json")
         assert response.status_code == 400, path
     assert claimed_by(request_) is None
+
+
+def test_a_reassign_to_a_reviewer_who_already_approved_a_two_person_request_is_refused() -> None:
+    from approvals.actions.tokens import do_create_token
+
+    ada, rita = make_user("ada", "admin"), make_user("rita", "reviewer")
+    request_ = make_gate()
+    ApprovalRequest.objects.filter(pk=request_.pk).update(required_approvals=2)
+    request_.refresh_from_db()
+    do_decide(request_, reviewer=rita, valid=check_decision(request_, user=rita, decision="approve"))
+    message = "rita already approved this; another reviewer must take it."
+
+    with pytest.raises(ClaimConflict, match=message):
+        do_reassign(request_.pk, admin=ada, to=rita)
+    api = Client(headers={"Authorization": f"Bearer {do_create_token(user=ada)}"})
+    by_api = api.post(
+        f"/api/approvals/{request_.pk}/claim",
+        {"op": "reassign", "to": "rita"},
+        content_type="application/json",
+    )
+    page = Client()
+    page.force_login(ada)
+    by_page = page.post(
+        f"/approvals/{request_.pk}/claim/", {"op": "reassign", "to": "rita"}, headers={"HX-Request": "true"}
+    )
+
+    assert (by_api.status_code, by_api.json()["detail"]) == (409, message)
+    assert by_page.status_code == 409 and message in by_page.content.decode()
+    assert claimed_by(request_) is None
+    assert not AuditEvent.objects.filter(action="claim.reassign").exists()

@@ -3,9 +3,12 @@
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 
+from approvals.actions.policies import do_create_policy, do_update_policy
 from approvals.actions.tokens import do_create_token
+from approvals.api.policies import PreviewIn
 from approvals.models import AuditEvent, Policy
 from tests.factories import make_user
 
@@ -151,3 +154,30 @@ def test_a_reviewer_with_staff_status_cannot_open_the_policy_admin() -> None:
     answer = client.get("/admin/approvals/policy/")
     # Not the admin role: Django admin sends it to its login page, as it would a stranger.
     assert answer.status_code == 302 and answer["Location"].startswith("/admin/login/")
+
+
+def test_a_group_named_twice_is_stored_once_and_repeating_the_groups_changes_nothing() -> None:
+    client = api_as("admin")
+    Group.objects.create(name="sup")
+
+    created = post(client, "/api/policies", {**SMALL, "groups": ["sup", "sup"]})
+    pid = created.json()["id"]
+    again = client.patch(f"/api/policies/{pid}", {"groups": ["sup", "sup"]}, content_type="application/json")
+
+    assert (created.status_code, created.json()["groups"]) == (201, ["sup"])
+    assert (again.status_code, again.json()["groups"], again.json()["version"]) == (200, ["sup"], 1)
+    assert Policy.objects.get().version == 1
+    assert list(AuditEvent.objects.values_list("action", flat=True)) == ["policy.create"]
+    assert PreviewIn(id=pid, groups=["sup", "sup"]).groups == ["sup"]  # the preview sees what a save stores
+
+
+def test_saving_the_same_groups_with_a_repeat_is_no_change_to_the_actions_either() -> None:
+    Group.objects.create(name="sup")
+    Group.objects.create(name="leads")
+    policy = do_create_policy(actor=None, fields=SMALL, groups=["sup", "leads", "sup"])
+
+    do_update_policy(policy.pk, actor=None, fields={}, groups=["leads", "sup", "leads"])
+
+    policy.refresh_from_db()
+    assert (sorted(g.name for g in policy.groups.all()), policy.version) == (["leads", "sup"], 1)
+    assert not AuditEvent.objects.filter(action="policy.update").exists()

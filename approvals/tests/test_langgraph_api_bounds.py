@@ -1,0 +1,91 @@
+"""The LangGraph server API refuses searches it cannot bound with a 422, and answers a user about
+a thread they may not see exactly as about a missing one (no agent name, no 409)."""
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from approvals.actions.tokens import do_create_token
+from approvals.api.threads import MAX_OFFSET
+from tests.factories import make_gate, make_user
+
+MAX_SEARCH_LIMIT = 100  # a page of at most 100 threads (LangGraph's SDK asks for 10)
+
+pytestmark = pytest.mark.django_db
+
+
+def langgraph(user: User) -> Client:
+    return Client(headers={"x-api-key": do_create_token(user=user)}, raise_request_exception=False)
+
+
+def post(client: Client, path: str, body: dict[str, Any]) -> Any:
+    return client.post(f"/langgraph/{path}", json.dumps(body), content_type="application/json")
+
+
+@pytest.mark.parametrize("path", ["threads/search", "assistants/search"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"offset": -1},
+        {"offset": MAX_OFFSET + 1},
+        {"offset": 10**19},
+        {"limit": 0},
+        {"limit": -1},
+        {"limit": MAX_SEARCH_LIMIT + 1},
+        {"limit": 1_000_000},
+        {"limit": 10**30},
+    ],
+)
+def test_a_search_with_a_limit_or_offset_out_of_bounds_is_a_422(path: str, body: dict[str, Any]) -> None:
+    make_gate()
+
+    answer = post(langgraph(make_user("olga", "operator")), path, body)
+
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith("The request is not valid:")
+
+
+def test_a_search_within_bounds_still_answers_as_langgraphs_client_asks() -> None:
+    olga = langgraph(make_user("olga", "operator"))
+
+    for body in [{}, {"limit": 10, "offset": 0}, {"limit": MAX_SEARCH_LIMIT, "offset": MAX_OFFSET}]:
+        assert post(olga, "threads/search", body).status_code == 200
+        assert post(olga, "assistants/search", body).status_code == 200
+
+
+def test_a_thread_the_user_may_not_see_is_not_found_as_a_missing_one_without_its_agent() -> None:
+    hidden = make_gate()
+    nobody = langgraph(make_user("nobody"))
+
+    answer = nobody.get(f"/langgraph/threads/{hidden.thread_id}")
+    missing = nobody.get("/langgraph/threads/no-such-thread")
+
+    assert (answer.status_code, answer.json()) == (404, {"detail": "Thread not found."})
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Thread not found."})
+
+
+@pytest.mark.parametrize("if_exists", ["raise", "do_nothing"])
+def test_creating_a_thread_with_an_id_the_user_may_not_see_answers_as_for_a_free_id(if_exists: str) -> None:
+    hidden = make_gate()
+    nobody = langgraph(make_user("nobody"))
+
+    taken = post(nobody, "threads", {"thread_id": hidden.thread_id, "if_exists": if_exists})
+    free = post(nobody, "threads", {"thread_id": "no-such-thread", "if_exists": if_exists})
+
+    assert (taken.status_code, free.status_code) == (200, 200)
+    assert taken.json() == free.json() | {"thread_id": hidden.thread_id}  # no agent, no state
+
+
+def test_creating_a_thread_with_a_taken_id_the_user_sees_is_still_a_409() -> None:
+    gate = make_gate()
+
+    for user in (make_user("olga", "operator"), make_user("rita", "reviewer")):
+        answer = post(langgraph(user), "threads", {"thread_id": gate.thread_id})
+
+        assert (answer.status_code, answer.json()) == (
+            409,
+            {"detail": f"Thread {gate.thread_id} already exists."},
+        )
