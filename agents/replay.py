@@ -2,11 +2,16 @@
 agent now behaves differently. Tools are not run: no side effect is repeated."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agents.graph import Agent, StepContext
 from agents.loading import upgraded_values
+from agents.messages import message_errors
 from agents.registry import registry
+
+
+class NotReplayable(ValueError):
+    """A recorded model step replay has nothing to compare with (no message, or not a message)."""
 
 
 @dataclass(frozen=True)
@@ -38,25 +43,28 @@ def behaviour(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def replay(document: dict[str, Any]) -> ReplayReport:
-    """Re-run every model step of the exported main line from its parent's state."""
+    """Re-run every model step of the exported main line from its parent's state. Call with a
+    document approvals.transfer_format.parse_document accepted (each checkpoint listed after its
+    parent, the head among them). Raise NotReplayable for a model step that recorded no message."""
     agent = registry.get(document["thread"]["agent"])
     by_id = {c["id"]: c for c in document["checkpoints"]}
-    line = _main_line(by_id, document["thread"]["head"])
+    # The first is the root, as import reads it: a parent it names was pruned (an id listed
+    # further on included, which would otherwise close a cycle).
+    parent_of = {c["id"]: by_id[c["parent_id"]] for c in document["checkpoints"][1:]}
+    line = _main_line(parent_of, by_id[document["thread"]["head"]])
     divergences = []
     replayed = 0
     for checkpoint in line:
-        parent = by_id.get(checkpoint["parent_id"] or "")
+        parent = parent_of.get(checkpoint["id"])
         if checkpoint["node"] != "model" or parent is None:
             continue
         replayed += 1
+        expected = behaviour(_recorded_reply(agent, checkpoint))
         # Both read at the current schema version, as the agent under test sees a stored state.
         state = agent.state.model_validate(_values(agent, parent))
         ctx = StepContext(thread_id="replay", checkpoint_id=parent["id"], decisions={}, run_once=_no_tools)
         step = agent.nodes["model"](state, ctx)
-        got, expected = (
-            behaviour(step.update["messages"][-1]),
-            behaviour(_values(agent, checkpoint)["messages"][-1]),
-        )
+        got = behaviour(step.update["messages"][-1])
         if got != expected:
             divergences.append(Divergence(step=checkpoint["step"], expected=expected, got=got))
     return ReplayReport(
@@ -64,16 +72,27 @@ def replay(document: dict[str, Any]) -> ReplayReport:
     )
 
 
+def _recorded_reply(agent: Agent, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The message a model step recorded: the last of its state's messages."""
+    messages = _values(agent, checkpoint).get("messages")
+    where = f"checkpoint {checkpoint['id']} (step {checkpoint['step']}), a model step,"
+    if errors := message_errors(messages):
+        field, problem = next(iter(errors.items()))
+        raise NotReplayable(f"{where} holds messages not in the stored shape: {field}: {problem}")
+    if not messages:
+        raise NotReplayable(f"{where} recorded no message")
+    return cast(dict[str, Any], messages[-1])
+
+
 def _values(agent: Agent, checkpoint: dict[str, Any]) -> dict[str, Any]:
     return upgraded_values(agent, checkpoint["values"], schema_version=checkpoint["schema_version"])
 
 
-def _main_line(by_id: dict[str, dict[str, Any]], head: str | None) -> list[dict[str, Any]]:
-    line = []
-    node = by_id.get(head or "")
-    while node is not None:
-        line.append(node)
-        node = by_id.get(node["parent_id"] or "")
+def _main_line(parent_of: dict[str, dict[str, Any]], head: dict[str, Any]) -> list[dict[str, Any]]:
+    """The head and its ancestors, root first. Each parent is listed before its child, so this ends."""
+    line = [head]
+    while (parent := parent_of.get(line[-1]["id"])) is not None:
+        line.append(parent)
     return list(reversed(line))
 
 

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agents import llm
 from agents.llm import ModelUnavailable
 from checkpoints.backends import get_backend
 from checkpoints.keyset import batches
@@ -62,10 +63,92 @@ def test_replay_without_a_model_says_it_could_not_be_reached(
         raise ModelUnavailable("connection refused")
 
     monkeypatch.setattr("agents.management.commands.replay_thread.replay", unreachable)
-    trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps({}))
+    trace = export(tmp_path)
 
     with pytest.raises(CommandError, match="model could not be reached"):
+        call_command("replay_thread", str(trace))
+
+
+def trace_of(tmp_path: Path, *checkpoints: dict[str, Any], head: str) -> Path:
+    """A refunds thread's export of these checkpoints, listed in this order."""
+    trace = tmp_path / "trace.json"
+    thread = {"id": "t", "agent": "refunds", "status": "done", "head": head}
+    document = {"format": "gatehouse.thread/1", "exported_at": "2024-05-01T10:00:00+00:00"}
+    trace.write_text(json.dumps({**document, "thread": thread, "checkpoints": checkpoints}))
+    return trace
+
+
+def recorded(
+    cid: str, parent: str | None, step: int, *, node: str = "", messages: Any = ()
+) -> dict[str, Any]:
+    """An exported checkpoint of refunds' state."""
+    return {
+        "id": cid,
+        "parent_id": parent,
+        "step": step,
+        "source": "step",
+        "node": node,
+        "next": [],
+        "created_by": "agent",
+        "created_at": "2024-05-01T10:00:00+00:00",
+        "schema_version": 1,
+        "metadata": {},
+        "digest": "",
+        "values": {"messages": list(messages)},
+    }
+
+
+USER = {"id": "m1", "role": "user", "content": "Please refund order ORD-1001"}
+
+
+# Before the tree was checked, each of these walked the parents for ever (a list growing all along).
+@pytest.mark.timeout(5, func_only=True)
+@pytest.mark.parametrize(
+    "checkpoints,head,problem",
+    [
+        ([recorded("a", "b", 1), recorded("b", "a", 2)], "a", "the head a must be a leaf"),
+        # The root's parent names a checkpoint listed later: pruned, as an import reads it.
+        (
+            [recorded("a", "c", 0), recorded("b", "a", 1), recorded("c", "a", 1)],
+            "b",
+            "no model steps to replay",
+        ),
+    ],
+    ids=["two-checkpoint-cycle", "through-the-root"],
+)
+def test_replay_of_a_parent_cycle_ends_in_a_command_error(
+    tmp_path: Path, checkpoints: list[dict[str, Any]], head: str, problem: str
+) -> None:
+    with pytest.raises(CommandError, match=problem):
+        call_command("replay_thread", str(trace_of(tmp_path, *checkpoints, head=head)))
+
+
+def test_replay_of_a_head_that_names_no_checkpoint_says_so(tmp_path: Path) -> None:
+    trace = trace_of(tmp_path, recorded("a", None, 0), recorded("b", "a", 1), head="gone")
+
+    with pytest.raises(CommandError, match="the head gone is not among the checkpoints"):
+        call_command("replay_thread", str(trace))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "messages,problem",
+    [([], "recorded no message"), ([{"content": "hi"}], r"messages\.0\.role: Field required")],
+    ids=["none", "no-role"],
+)
+def test_replay_of_a_model_step_without_a_message_says_which_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, messages: list[Any], problem: str
+) -> None:
+    reply = llm.ModelReply(content="Done.", tool_calls=[], model="offline")
+    monkeypatch.setattr(llm, "complete", lambda **kwargs: reply)  # the model answers; the record is bad
+    trace = trace_of(
+        tmp_path,
+        recorded("a", None, 0, messages=[USER]),
+        recorded("b", "a", 1, node="model", messages=messages),
+        head="b",
+    )
+
+    with pytest.raises(CommandError, match=rf"checkpoint b \(step 1\), a model step,.*{problem}"):
         call_command("replay_thread", str(trace))
 
 

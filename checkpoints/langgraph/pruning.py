@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Min
 
 from checkpoints.langgraph import layout, sql
 from checkpoints.models import Checkpoint, LangGraphCheckpoint, LangGraphWrite, StoredValue
@@ -112,7 +113,8 @@ class Named:
 def named_by_gatehouse(*, using: str, agent: str) -> Named:
     """What the agent's Gatehouse checkpoints name. Gatehouse retention has run first, so these are
     the ones it kept (heads, those pending approvals need): each resumes from the LangGraph
-    checkpoint it names, which must outlive any keep_last or TTL of LangGraph's own."""
+    checkpoint it names (one that names none, from its LangGraph thread's first), which must
+    outlive any keep_last or TTL of LangGraph's own."""
     rows = (
         Checkpoint.objects.using(using)
         .filter(thread__agent=agent, refs__contains=f'"{NAMED_BY}":')  # narrowed here, parsed below
@@ -120,7 +122,7 @@ def named_by_gatehouse(*, using: str, agent: str) -> Named:
     )
     found = [(thread_id, _fields(cast(dict[str, Any], refs))) for thread_id, refs in rows.iterator()]
     stored = _stored_rows(using, found)
-    named = Named()
+    named, from_the_start = Named(), set[str]()
     for thread_id, refs in found:
         holder = _read(refs, HELD_BY, rows=stored.get(thread_id, {}))
         checkpoint_id = _read(refs, NAMED_BY, rows=stored.get(thread_id, {}))
@@ -130,9 +132,31 @@ def named_by_gatehouse(*, using: str, agent: str) -> Named:
         holder_id = holder or thread_id
         if not isinstance(checkpoint_id, str):
             named.threads.add(holder_id)  # we cannot tell which checkpoint: keep the thread's
+            from_the_start.add(thread_id)  # it may be "" as well
         elif checkpoint_id:
             named.checkpoints.add((holder_id, checkpoint_id))
+        else:
+            from_the_start.add(thread_id)
+    # A checkpoint that names none (a thread's first) resumes from the first checkpoint of the
+    # thread's own LangGraph thread (the adapter's _root): without it a fork from the start would
+    # run on from the latest, another branch's end.
+    named.checkpoints |= _roots(using, from_the_start)
     return named
+
+
+def _roots(using: str, thread_ids: set[str]) -> set[tuple[str, str]]:
+    """Each LangGraph thread's first checkpoint (its first input, step -1), as the adapter finds it."""
+    batch, found = sorted(thread_ids), set[tuple[str, str]]()
+    for start in range(0, len(batch), BATCH):
+        rows = (
+            LangGraphCheckpoint.objects.using(using)
+            .filter(thread_id__in=batch[start : start + BATCH], checkpoint_ns="", metadata__step=-1)
+            .values("thread_id")
+            .annotate(first=Min("checkpoint_id"))
+            .order_by()
+        )
+        found.update((row["thread_id"], row["first"]) for row in rows)
+    return found
 
 
 _UNREADABLE = object()

@@ -21,7 +21,7 @@ from checkpoints.langgraph import GatehouseSaver, layout
 from checkpoints.models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from checkpoints.retention import Override, prune_all
 from checkpoints.storage.crypto import current_sealer
-from checkpoints.tests.helpers import start
+from checkpoints.tests.helpers import start, write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -387,6 +387,29 @@ def test_retention_keeps_the_langgraph_checkpoints_gatehouse_checkpoints_name(
     assert kept == {oldest[0], oldest[5], *oldest[-2:]}
     named = {"configurable": {"thread_id": "t-named", "checkpoint_ns": "", "checkpoint_id": oldest[0]}}
     assert savers().get_tuple(named) is not None
+
+
+@pytest.mark.parametrize("moved_on", [False, True], ids=["first-kept", "first-pruned"])
+def test_retention_keeps_the_first_langgraph_checkpoint_while_a_gatehouse_checkpoint_names_none(
+    moved_on: bool, settings: Any, savers: Callable[..., GatehouseSaver]
+) -> None:
+    """A thread's first Gatehouse checkpoint names no LangGraph checkpoint: a fork from it runs from
+    the LangGraph thread's first (step -1), not on from the latest (another branch's end)."""
+    settings.CHECKPOINT_RETENTION_SOURCE = "checkpoints.tests.test_langgraph_saver.lg_policies"
+    run_turns(savers(agent="lg-refunds"), thread_id="t-start", turns=4)
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-start", "checkpoint_ns": ""}}
+    [root] = savers().list(thread, filter={"step": -1})  # what the adapter's _root runs from
+    _, first = start(get_backend(), "t-start", agent="lg-refunds", values={"langgraph_checkpoint": ""})
+    if moved_on:  # two later checkpoints: keep_last=2 prunes the first Gatehouse checkpoint
+        newest = LangGraphCheckpoint.objects.filter(thread_id="t-start").latest("checkpoint_id")
+        latest = {"langgraph_checkpoint": newest.checkpoint_id}
+        write(get_backend(), write(get_backend(), first, latest), latest)
+
+    prune_all()
+
+    roots = [c.config for c in savers().list(thread, filter={"step": -1})]
+    assert roots == ([] if moved_on else [root.config])
+    assert LangGraphCheckpoint.objects.filter(thread_id="t-start").count() == (2 if moved_on else 3)
 
 
 def langgraph_rows(thread_id: str) -> list[int]:

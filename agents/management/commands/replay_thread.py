@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.llm import ModelUnavailable
 from agents.registry import UnknownAgent
-from agents.replay import replay
+from agents.replay import NotReplayable, replay
+from approvals.transfer_format import parse_document
 from checkpoints import json_text
 
 
@@ -23,9 +24,17 @@ class Command(BaseCommand):
         except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from exc
         try:
+            parse_document(document)  # its fields and its tree, as an import checks them
+        except ValueError as exc:
+            raise CommandError(f"{file} is not a valid thread export: {exc}") from exc
+        try:
             report = replay(document)
-        except (KeyError, TypeError) as exc:
-            raise CommandError(f"{file} is not a Gatehouse thread export: missing {exc}") from exc
+        except NotReplayable as exc:
+            raise CommandError(f"{file} cannot be replayed: {exc}") from exc
+        except (KeyError, TypeError) as exc:  # an agent's upgrade meeting data it never expected
+            raise CommandError(
+                f"{file} holds a state the agent cannot upgrade: {type(exc).__name__}: {exc}"
+            ) from exc
         except UnknownAgent as exc:
             raise CommandError(str(exc)) from exc
         except ModelUnavailable as exc:  # the offline model is served by the web server
