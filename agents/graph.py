@@ -118,6 +118,12 @@ class Agent:
         except ToolArgumentsError:
             return args
 
+    def import_problem(self, values: dict[str, Any], *, exported_from: str) -> str:
+        """Why an imported state (of a thread exported as `exported_from`) cannot stand in this
+        installation, "" if it can: a framework whose state names records of its own store
+        checks them here (LangGraph's checkpoints and their interrupts)."""
+        return ""
+
     def side_effects_after(self, *, origin: dict[str, Any], head: dict[str, Any]) -> list[dict[str, Any]]:
         """Gated actions that ran between the states `origin` and `head` (a fork from origin may
         run them again): [{"key", "tool", "arguments", "result"}], `key` the call's gate key.

@@ -48,6 +48,9 @@ class ThreadDoc(_Strict):
     head: Id
     offline_model: StrictBool = False
     """Its model steps came from the built-in offline model (shown as a label)."""
+    tenant: Annotated[StrictStr, Field(max_length=200)] | None = None
+    """Its cross-thread store namespace, if it started with one (checked by checkpoints.ids);
+    absent in documents exported before it was carried: those import untenanted."""
 
 
 class CheckpointDoc(_Strict):

@@ -74,7 +74,8 @@ def test_no_path_makes_a_gated_tool_run_without_a_reviewers_decision(
     call_command("import_thread", str(file))
     hand = hand_written_document(decided=True)
     hand["thread"]["status"] = "failed"
-    assert api.post("/imports", hand).status_code == 201
+    assert api.post("/imports", hand).json()["status"] == "failed"  # as exported, its gate asked afresh
+    assert api.post("/threads/hand-1/resume", {}).json()["status"] == "waiting"
     threads = [original, "by-api", "by-command", "hand-1"]
 
     for thread_id in threads:

@@ -44,6 +44,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from langgraph.types import Command
+from pydantic_core import to_jsonable_python
 
 from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
 from agents.gates import HumanDecision
@@ -281,6 +282,34 @@ class LangGraphAgent(SegmentAgent):
                 "is not in this installation's store: a LangGraph thread imports only where it ran"
             )
         saver.copy_thread(source, config["configurable"]["thread_id"])
+
+    def import_problem(self, values: dict[str, Any], *, exported_from: str) -> str:
+        """Why an imported state cannot stand here ("" if it can). It may name only LangGraph
+        checkpoints of the thread it was exported from that are in this installation's store, with
+        the interrupts LangGraph holds there: its gates are asked from those interrupts and a
+        decision resumes LangGraph there, so what a reviewer approves is what runs."""
+        state: Any = self.state.model_validate(values)  # a LangGraphState
+        if not state.langgraph_checkpoint:
+            return ""
+        if state.langgraph_thread != exported_from:
+            return (
+                f"langgraph_thread {state.langgraph_thread!r} is not the thread it was exported from "
+                f"({exported_from!r}): an import adopts only its own thread's LangGraph checkpoints"
+            )
+        config = self.checkpoint_config(values, thread_id=exported_from)
+        if self.saver.get_tuple(config) is None:  # type: ignore[arg-type]
+            return (
+                f"LangGraph checkpoint {state.langgraph_checkpoint} of thread {exported_from!r} is not in "
+                "this installation's store: a LangGraph thread imports only where it ran"
+            )
+        snapshot = self.compiled.get_state(config)  # type: ignore[arg-type]
+        held = [{"id": i.id, "value": i.value} for task in snapshot.tasks for i in task.interrupts]
+        if to_jsonable_python(held) != to_jsonable_python(state.interrupts):
+            return (
+                f"its interrupts are not those LangGraph holds at checkpoint {state.langgraph_checkpoint} "
+                f"(LangGraph holds {json.dumps(to_jsonable_python(held))[:300]})"
+            )
+        return ""
 
     def _root(self, thread_id: str) -> str | None:
         """LangGraph's first checkpoint of the thread (its first input), if it has run."""

@@ -24,12 +24,14 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.transfer_format import FORMAT, CheckpointDoc, ThreadDocument, parse_document
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointNotFound, NewCheckpoint, ThreadData
-from checkpoints.ids import THREAD_ID_RULE, is_valid_thread_id
+from checkpoints.ids import THREAD_ID_RULE, is_valid_tenant, is_valid_thread_id
 from checkpoints.models import Thread, ThreadStatus
+from checkpoints.store import TENANT_METADATA_KEY
 
 HISTORY_KEY = "imported_decisions"
 """Checkpoint metadata: the decisions an imported document listed there, for the record only."""
-TERMINAL = (ThreadStatus.DONE, ThreadStatus.CANCELLED)
+KEPT_AS_EXPORTED = (ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
+"""Statuses an import keeps as exported (a failed thread stopped at a gate stays failed)."""
 
 
 def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any]:
@@ -61,6 +63,8 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
             "status": thread.status,
             "head": branch or (str(thread.head_id) if thread.head_id else None),
             "offline_model": bool(thread.metadata.get("offline_model")),
+            # Only when set: a document without it still imports where the field is unknown.
+            **({"tenant": tenant} if (tenant := thread.metadata.get(TENANT_METADATA_KEY)) else {}),
         },
         "checkpoints": [_checkpoint(c) for c in checkpoints],
         "decisions": history + [_decision(r) for r in requests if str(r.checkpoint_id) in ids],
@@ -119,6 +123,8 @@ class ValidImport:
     thread_id: str
     checkpoints: list[tuple[CheckpointDoc, dict[str, Any]]]
     """Parents first, the head last; each with its values upgraded and validated."""
+    gates: dict[str, list[Gate]]
+    """The gates each checkpoint (by its id in the document) needs before its next node runs."""
 
 
 def check_import(document: Any, *, thread_id: str | None) -> ValidImport:
@@ -132,15 +138,17 @@ def check_import(document: Any, *, thread_id: str | None) -> ValidImport:
     if not is_valid_thread_id(new_id):
         what = "thread_id" if thread_id is not None else "thread.id (import it under ?thread_id=)"
         raise InvalidExport(f"invalid {what}: {THREAD_ID_RULE}")
+    if doc.thread.tenant is not None and not is_valid_tenant(doc.thread.tenant):
+        raise InvalidExport(f"invalid export: thread.tenant: {THREAD_ID_RULE}")
     if doc.thread.agent not in registry.names():
         raise InvalidExport(f"invalid export: unknown agent {doc.thread.agent!r}")
     agent = registry.get(doc.thread.agent)
-    return ValidImport(
-        document=doc,
-        agent=agent,
-        thread_id=new_id,
-        checkpoints=[(c, _checked_values(c, agent)) for c in doc.parents_first()],
-    )
+    checkpoints = [(c, _checked_values(c, agent)) for c in doc.parents_first()]
+    gates = {c.id: _checked_gates(c, values, agent) for c, values in checkpoints}
+    for c, values in checkpoints:
+        if problem := agent.import_problem(values, exported_from=doc.thread.id):
+            raise InvalidExport(f"invalid export: checkpoint {c.id}: {problem}")
+    return ValidImport(document=doc, agent=agent, thread_id=new_id, checkpoints=checkpoints, gates=gates)
 
 
 def _checked_values(c: CheckpointDoc, agent: Agent) -> dict[str, Any]:
@@ -162,12 +170,28 @@ def _checked_values(c: CheckpointDoc, agent: Agent) -> dict[str, Any]:
         raise InvalidExport(f"{where}: cannot upgrade its values: {type(exc).__name__}: {exc}") from exc
 
 
+def _checked_gates(c: CheckpointDoc, values: dict[str, Any], agent: Agent) -> list[Gate]:
+    """The gates the checkpoint needs, worked out now: a state whose gates cannot be read is the
+    document's fault (a 400 naming it), not a failure when the thread is written or runs."""
+    try:
+        return _gates(agent, values=values, next_nodes=c.next)
+    except Exception as exc:  # an agent's gate logic meeting data it never wrote
+        raise InvalidExport(
+            f"invalid export: checkpoint {c.id}: cannot work out the gates it needs: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUser | None) -> ThreadData:
-    """Recreate an exported thread (checkpoints as a tree with their times, decisions as history).
-    A thread that can still run arrives with the gates its head needs asked afresh (waiting),
-    else paused. Audited as `user` (None: the command line). Raise ThreadExists if the id is taken."""
+    """Recreate an exported thread (checkpoints as a tree with their times, decisions as history,
+    its tenant). Done, failed or cancelled as exported; otherwise waiting at the gates its head
+    needs, asked afresh (a failed one's too), else paused. Audited as `user` (None: the command
+    line). Raise ThreadExists if the id is taken."""
     doc, agent, new_id = valid.document, valid.agent, valid.thread_id
     history = _history(doc)
+    metadata: dict[str, Any] = {"imported_from": doc.thread.id, "offline_model": doc.thread.offline_model}
+    if doc.thread.tenant:
+        metadata[TENANT_METADATA_KEY] = doc.thread.tenant
     backend = get_backend()
     with transaction.atomic():
         (root, root_values), *rest = valid.checkpoints
@@ -175,8 +199,8 @@ def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUs
             thread_id=new_id,
             agent=agent.name,
             status=ThreadStatus.PAUSED,
-            first=_new(root, root_values, agent, history=history),
-            metadata={"imported_from": doc.thread.id, "offline_model": doc.thread.offline_model},
+            first=_new(root, root_values, valid=valid, history=history),
+            metadata=metadata,
         )
         mapped = {root.id: head.id}
         for c, values in rest:
@@ -184,11 +208,17 @@ def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUs
                 thread_id=new_id,
                 parent_id=mapped[c.parent_id or ""],
                 expected_head=head.id,
-                checkpoint=_new(c, values, agent, history=history),
+                checkpoint=_new(c, values, valid=valid, history=history),
                 status=ThreadStatus.PAUSED,
             )
             mapped[c.id] = head.id
-        _settle(new_id, agent=agent, head=head, exported_status=doc.thread.status)
+        _settle(
+            new_id,
+            agent=agent,
+            head=head,
+            gates=valid.gates[doc.thread.head],
+            exported_status=doc.thread.status,
+        )
         thread = backend.get_thread(thread_id=new_id)
         do_audit(
             actor=user,
@@ -215,12 +245,11 @@ def _history(doc: ThreadDocument) -> dict[str, list[dict[str, Any]]]:
 
 
 def _new(
-    c: CheckpointDoc, values: dict[str, Any], agent: Agent, *, history: dict[str, list[dict[str, Any]]]
+    c: CheckpointDoc, values: dict[str, Any], *, valid: ValidImport, history: dict[str, list[dict[str, Any]]]
 ) -> NewCheckpoint:
     # The keys the runtime and pages read are set here, never taken from the document.
-    gates = _gates(agent, values=values, next_nodes=c.next)
     metadata = {k: v for k, v in c.metadata.items() if k not in (GATES_KEY, HISTORY_KEY)}
-    metadata.update(gate_protocol.gate_metadata(gates))
+    metadata.update(gate_protocol.gate_metadata(valid.gates[c.id]))
     if c.id in history:
         metadata[HISTORY_KEY] = history[c.id]
     return NewCheckpoint(
@@ -229,7 +258,7 @@ def _new(
         next=list(c.next),
         node=c.node,
         created_by=c.created_by,
-        schema_version=agent.state.schema_version,
+        schema_version=valid.agent.state.schema_version,
         metadata=metadata,
         created_at=c.created_at,
     )
@@ -241,15 +270,17 @@ def _gates(agent: Agent, *, values: dict[str, Any], next_nodes: list[str]) -> li
     return agent.pending_gates(agent.state.model_validate(values), next_nodes[0])
 
 
-def _settle(thread_id: str, *, agent: Agent, head: CheckpointData, exported_status: str) -> None:
+def _settle(
+    thread_id: str, *, agent: Agent, head: CheckpointData, gates: list[Gate], exported_status: str
+) -> None:
+    """Done, failed or cancelled as exported, else waiting at the head's gates (or paused). The
+    gates are asked afresh unless it was cancelled: a failed thread waits for them once an
+    operator resumes it, as a paused one keeps its requests."""
     backend = get_backend()
-    if exported_status in TERMINAL:
+    if exported_status in KEPT_AS_EXPORTED:
         backend.set_status(thread_id=thread_id, status=ThreadStatus(exported_status))
-        return
-    gates = _gates(agent, values=head.values, next_nodes=head.next)
-    if gates:
+    elif gates:
         # Waiting first: a policy that decides every gate as it opens resumes the thread.
         backend.set_status(thread_id=thread_id, status=ThreadStatus.WAITING)
+    if gates and exported_status != ThreadStatus.CANCELLED:
         gate_protocol.open_gates(thread_id=thread_id, agent=agent.name, checkpoint=head, gates=gates)
-    elif exported_status == ThreadStatus.FAILED:
-        backend.set_status(thread_id=thread_id, status=ThreadStatus.FAILED)
