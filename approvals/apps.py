@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.checks import register
 
 
 class ApprovalsConfig(AppConfig):
@@ -7,7 +8,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import signals
-        from approvals import events
+        from approvals import checks, events
         from approvals.actions import gates
         from checkpoints.signals import protect_checkpoints
 
@@ -15,6 +16,7 @@ class ApprovalsConfig(AppConfig):
         signals.gates_superseded.connect(gates.on_gates_superseded, dispatch_uid="approvals.gates_superseded")
         signals.thread_changed.connect(events.on_thread_changed, dispatch_uid="approvals.thread_changed")
         protect_checkpoints.connect(gates.open_request_checkpoints, dispatch_uid="approvals.protect")
+        register(checks.check_notify_backoff, "approvals")
         self._watch_policies()
 
     def _watch_policies(self) -> None:

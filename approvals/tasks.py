@@ -11,6 +11,7 @@ from approvals.actions.claims import do_release_idle_claims
 from approvals.actions.expiry import do_expire_due
 from approvals.actions.notify import do_send_notification
 from approvals.actions.undo import do_take_effect, do_take_effect_due
+from approvals.checks import notify_retry_cap_s
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +41,29 @@ def release_idle_claims_task() -> int:
 
 
 def backoff_s(retries: int) -> float:
-    """Exponential with jitter (±20%): base, 2 x base, 4 x base ... capped at ten minutes."""
-    return min(settings.NOTIFY_RETRY_BASE_S * 2**retries * random.uniform(0.8, 1.2), 600)
+    """Exponential with jitter (±20%): base, 2 x base, 4 x base ... capped at half the broker's
+    visibility_timeout (at most ten minutes), so no retry is delivered twice."""
+    return min(settings.NOTIFY_RETRY_BASE_S * 2**retries * random.uniform(0.8, 1.2), notify_retry_cap_s())
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)
-def notify_task(self: Task, notifier_path: str, event: str, request_id: int, delivery_id: str) -> bool:
+def notify_task(
+    self: Task,
+    notifier_path: str,
+    event: str,
+    request_id: int,
+    delivery_id: str,
+    event_queue: str | None = None,
+) -> bool:
+    """Send one notification of an event in `event_queue` (None, from a task enqueued before it
+    was passed: whichever queue the request is in now)."""
     try:
         return do_send_notification(
-            notifier_path=notifier_path, event=event, request_id=request_id, delivery_id=delivery_id
+            notifier_path=notifier_path,
+            event=event,
+            request_id=request_id,
+            delivery_id=delivery_id,
+            event_queue=event_queue,
         )
     except ImproperlyConfigured:
         log.exception("notifier %s is misconfigured; not retrying", notifier_path)

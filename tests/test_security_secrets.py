@@ -1,15 +1,20 @@
-"""No secret leaves the building: the model API key, the checkpoint encryption key, SECRET_KEY and
-API tokens appear in no log (at DEBUG), no page, no API answer and no exported trace.
+"""No secret leaves the building: the model API key, the checkpoint encryption key, SECRET_KEY,
+API tokens and the webhook's URL (which may carry a token) and signing secret appear in no log (at
+DEBUG), no page, no API answer and no exported trace.
 
 A web server and a worker of our own carry the secrets (others are paused); a refund runs through the
-real SDK code path with a key set (the offline endpoint accepts any key) to completion.
+real SDK code path with a key set (the offline endpoint accepts any key) to completion, and its gate's
+notification fails at a webhook receiver that is down, is retried and given up.
 """
 
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -35,12 +40,40 @@ from tests.live import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+class DownReceiver(BaseHTTPRequestHandler):
+    """A webhook receiver that is down: 503 to every POST."""
+
+    posts = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts += 1
+        self.send_response(503)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 @pytest.fixture
-def secrets() -> dict[str, str]:
+def down_receiver() -> Iterator[int]:
+    DownReceiver.posts = 0
+    server = HTTPServer(("127.0.0.1", 0), DownReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_port
+    server.shutdown()
+
+
+@pytest.fixture
+def secrets(down_receiver: int) -> dict[str, str]:
+    # A secret in each place a webhook URL carries one: userinfo, a Slack-style path token, a query.
+    hook = f"hook:pw-{uuid.uuid4().hex}@127.0.0.1:{down_receiver}/services/T0/B0/path-{uuid.uuid4().hex}"
     return {
         "OPENAI_API_KEY": f"sk-gatehouse-test-{uuid.uuid4().hex}",
         "SECRET_KEY": f"django-insecure-test-{uuid.uuid4().hex}",
         "CHECKPOINT_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "NOTIFY_WEBHOOK_URL": f"http://{hook}?token=query-{uuid.uuid4().hex}",
+        "NOTIFY_WEBHOOK_SECRET": f"whsec-{uuid.uuid4().hex}",
     }
 
 
@@ -54,6 +87,12 @@ def keyed(secrets: dict[str, str], settings: Settings, redis_ready: str) -> Iter
         **secrets,
         "OPENAI_BASE_URL": f"{url}/offline/v1",
         "LOG_LEVEL": "DEBUG",
+        # The gate's notification fails on this worker (not a notify worker of the session's), is
+        # retried once and given up: each logs the failure.
+        "GATEHOUSE_NOTIFIERS": "approvals.notifiers.webhook.WebhookNotifier",
+        "NOTIFY_QUEUE": "",
+        "NOTIFY_MAX_RETRIES": "1",
+        "NOTIFY_RETRY_BASE_S": "0.2",
     }
     # This process reads what they write: same keys here.
     settings.CHECKPOINT_ENCRYPTION_KEY = secrets["CHECKPOINT_ENCRYPTION_KEY"]
@@ -100,6 +139,11 @@ def test_no_key_or_token_appears_in_logs_pages_api_answers_or_exports(
             "/threads", json={"agent": "refunds", "input": "Please refund order ORD-1001"}
         ).json()["id"]
         wait_for(lambda: thread_status(thread_id) == "waiting", timeout=30, message="the gate")
+        # Before the decision: a notification of a decided request is not sent, so not retried.
+        worker_log = log_dir() / "worker-secrets.log"
+        wait_for(
+            lambda: "giving up" in worker_log.read_text(errors="replace"), timeout=30, message="the webhook"
+        )
         request_ = ApprovalRequest.objects.get(thread_id=thread_id)
         seen["decision"] = api.post(f"/approvals/{request_.pk}/decision", json={"decision": "approve"}).text
         wait_for(lambda: thread_status(thread_id) == "done", timeout=30, message="the refund")
@@ -118,6 +162,7 @@ def test_no_key_or_token_appears_in_logs_pages_api_answers_or_exports(
 
     assert "Refund of $42.50 issued" in seen[f"/threads/{thread_id}/export"]  # the trace is all there
     assert "DEBUG openai" in seen["worker-secrets.log"]  # the model client logged at DEBUG
+    assert DownReceiver.posts == 2  # the webhook's failure was logged on a retry and on giving up
     leaks = [(where, name) for where, text in seen.items() for name, value in leaked(text, secrets, token)]
     assert leaks == []
 
@@ -127,5 +172,13 @@ def logs(services: LiveServices) -> list[Path]:
 
 
 def leaked(text: str, secrets: dict[str, str], token: str) -> list[tuple[str, Any]]:
-    values = {**secrets, "API token": token, "API token body": token[10:]}
+    hook = urlsplit(secrets["NOTIFY_WEBHOOK_URL"])
+    values = {
+        **secrets,
+        "API token": token,
+        "API token body": token[10:],
+        "webhook password": str(hook.password),
+        "webhook path token": hook.path.rsplit("/", 1)[-1],
+        "webhook query token": hook.query.removeprefix("token="),
+    }
     return [(name, value) for name, value in values.items() if value in text]

@@ -4,6 +4,10 @@ Notifications never block a run: they are enqueued after the commit (a broker fa
 logged, not raised) on their own queue (NOTIFY_QUEUE), which the steps' workers do not consume,
 and each (notifier, request) is its own Celery task that retries with backoff, so one slow or
 failing receiver delays nobody else.
+
+A notification carries the queue its event happened in, and is dropped if the request has moved
+on by the time it is sent (a retry outlasting an escalation): the move's own notice tells the
+queue it went to, and the stale one would have told it twice.
 """
 
 import uuid
@@ -20,27 +24,35 @@ __all__ = ["ESCALATED", "PENDING", "build_notification", "do_send_notification",
 
 
 def notify_on_commit(*, event: str, request_ids: list[int]) -> None:
-    """Enqueue one notification task per configured notifier and request, after the commit."""
+    """Enqueue one notification task per configured notifier and request, after the commit.
+    Call once the requests are in the queues the event put them in."""
     paths = list(settings.GATEHOUSE_NOTIFIERS)
     if paths and request_ids:
-        events.on_commit(lambda: _enqueue(event=event, request_ids=request_ids, paths=paths))
+        queues = dict(ApprovalRequest.objects.filter(pk__in=request_ids).values_list("pk", "queue"))
+        routes = [(pk, queues.get(pk)) for pk in request_ids]
+        events.on_commit(lambda: _enqueue(event=event, routes=routes, paths=paths))
 
 
-def _enqueue(*, event: str, request_ids: list[int], paths: list[str]) -> None:
+def _enqueue(*, event: str, routes: list[tuple[int, str | None]], paths: list[str]) -> None:
     from approvals.tasks import notify_task
 
-    for request_id in request_ids:
+    for request_id, event_queue in routes:
         delivery_id = uuid.uuid4().hex
         for path in paths:
-            task = notify_task.s(path, event, request_id, delivery_id)
+            task = notify_task.s(path, event, request_id, delivery_id, event_queue=event_queue)
             (task.set(queue=settings.NOTIFY_QUEUE) if settings.NOTIFY_QUEUE else task).apply_async()
 
 
-def build_notification(*, event: str, request_id: int, delivery_id: str) -> Notification | None:
-    """The notification for a request, or None when it no longer waits for anyone."""
+def build_notification(
+    *, event: str, request_id: int, delivery_id: str, event_queue: str | None = None
+) -> Notification | None:
+    """The notification for a request, or None when it no longer waits for anyone or has left
+    `event_queue`, the queue the event happened in (None: any)."""
     request_ = ApprovalRequest.objects.filter(pk=request_id).first()
     if request_ is None or not request_.is_pending:
         return None
+    if event_queue is not None and request_.queue != event_queue:
+        return None  # superseded by the notice of the move
     url = settings.GATEHOUSE_BASE_URL.rstrip("/") + reverse("approvals:decision", args=[request_.pk])
     return Notification(
         event=event,
@@ -63,9 +75,13 @@ def build_notification(*, event: str, request_id: int, delivery_id: str) -> Noti
     )
 
 
-def do_send_notification(*, notifier_path: str, event: str, request_id: int, delivery_id: str) -> bool:
+def do_send_notification(
+    *, notifier_path: str, event: str, request_id: int, delivery_id: str, event_queue: str | None = None
+) -> bool:
     """Send one notification; False when there was nothing to send. Raises when the notifier fails."""
-    notification = build_notification(event=event, request_id=request_id, delivery_id=delivery_id)
+    notification = build_notification(
+        event=event, request_id=request_id, delivery_id=delivery_id, event_queue=event_queue
+    )
     if notification is None:
         return False
     get_notifier(notifier_path).send(notification)

@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import json
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -11,6 +12,11 @@ from django.core.exceptions import ImproperlyConfigured
 from approvals.notifiers import BaseNotifier, Notification
 
 TIMEOUT_S = 5.0
+
+
+class WebhookFailed(Exception):
+    """A delivery that failed, named by the receiver's host and the status or error class only:
+    the URL may carry a secret (a Slack-style path token, `?token=`, `user:pass@`)."""
 
 
 def sign(body: bytes, *, secret: str) -> str:
@@ -33,5 +39,20 @@ class WebhookNotifier(BaseNotifier):
             "X-Gatehouse-Delivery": notification.delivery_id,
             "X-Gatehouse-Signature": sign(body, secret=secret),
         }
-        response = httpx.post(url, content=body, headers=headers, timeout=TIMEOUT_S)
-        response.raise_for_status()
+        try:
+            response = httpx.post(url, content=body, headers=headers, timeout=TIMEOUT_S)
+        except httpx.InvalidURL:
+            raise ImproperlyConfigured("NOTIFY_WEBHOOK_URL is not a valid URL") from None
+        except httpx.HTTPError as exc:
+            # httpx's messages quote the URL: neither this message nor its traceback may.
+            raise WebhookFailed(f"webhook to {_host(url)} failed: {type(exc).__name__}") from None
+        if not response.is_success:
+            raise WebhookFailed(f"webhook to {_host(url)} answered {response.status_code}")
+
+
+def _host(url: str) -> str:
+    """The URL's host alone: no userinfo, path or query."""
+    try:
+        return urlsplit(url).hostname or "?"
+    except ValueError:
+        return "?"

@@ -4,22 +4,31 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 import threading
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-import httpx
 import pytest
 from django.core import mail
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
+from django.utils import timezone
+from pytest_django.fixtures import DjangoCaptureOnCommitCallbacks, Settings
 
+from agents.tools import Expiry
 from approvals import tasks
 from approvals.actions import notify
-from approvals.notifiers import BaseNotifier, Notification
+from approvals.actions.expiry import do_expire_due
+from approvals.notifiers import BaseNotifier, Notification, webhook
 from approvals.notifiers.email import EmailNotifier
 from approvals.notifiers.webhook import WebhookNotifier, sign
 from approvals.tasks import backoff_s
+from approvals.tests.helpers import gate_with_expiry
 from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
@@ -72,15 +81,62 @@ def test_the_webhook_posts_json_signed_with_hmac_sha256(receiver: str) -> None:
     assert payload["approval"]["url"].endswith(f"/approvals/{payload['approval']['id']}/")
 
 
-def test_a_failing_webhook_raises_so_the_task_retries(receiver: str) -> None:
+def with_secrets(url: str) -> str:
+    """The receiver's URL carrying a secret in each place a webhook URL can: userinfo, a
+    Slack-style path token and a query token."""
+    address = url.removeprefix("http://").removesuffix("/hook")
+    return f"http://hookuser:USERINFO-SECRET@{address}/services/T0/B0/PATH-SECRET?token=QUERY-SECRET"
+
+
+URL_SECRETS = ("USERINFO-SECRET", "PATH-SECRET", "QUERY-SECRET")
+
+
+def test_a_failing_webhook_raises_naming_only_the_host_and_the_status(receiver: str) -> None:
     notification = notification_for_new_gate()
     Receiver.statuses = [503]
 
     with (
-        override_settings(NOTIFY_WEBHOOK_URL=receiver, NOTIFY_WEBHOOK_SECRET="s3cret"),
-        pytest.raises(httpx.HTTPStatusError),
+        override_settings(NOTIFY_WEBHOOK_URL=with_secrets(receiver), NOTIFY_WEBHOOK_SECRET="s3cret"),
+        pytest.raises(webhook.WebhookFailed) as failed,
     ):
         WebhookNotifier().send(notification)
+
+    assert str(failed.value) == "webhook to 127.0.0.1 answered 503"
+    assert failed.value.__cause__ is None and failed.value.__context__ is None
+
+
+def test_an_unreachable_webhook_raises_naming_only_the_host_and_the_error_class() -> None:
+    notification = notification_for_new_gate()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = with_secrets(f"http://127.0.0.1:{closed.getsockname()[1]}/hook")  # nobody listens
+
+    with (
+        override_settings(NOTIFY_WEBHOOK_URL=url, NOTIFY_WEBHOOK_SECRET="s3cret"),
+        pytest.raises(webhook.WebhookFailed) as failed,
+    ):
+        WebhookNotifier().send(notification)
+
+    assert str(failed.value) == "webhook to 127.0.0.1 failed: ConnectError"
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__  # httpx's quotes the URL
+
+
+def test_a_webhook_url_carrying_secrets_is_never_logged_when_delivery_fails(
+    receiver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    request_ = make_gate()
+    Receiver.statuses = [503, 503]
+    configured = {"NOTIFY_WEBHOOK_URL": with_secrets(receiver), "NOTIFY_WEBHOOK_SECRET": "s3cret"}
+
+    with override_settings(**configured, NOTIFY_MAX_RETRIES=1), caplog.at_level(logging.DEBUG):
+        # A retry (our warning, Celery's "Retry in") and giving up (our traceback).
+        tasks.notify_task.apply(
+            args=("approvals.notifiers.webhook.WebhookNotifier", notify.PENDING, request_.pk, "d")
+        )
+
+    assert len(Receiver.received) == 2
+    assert "giving up" in caplog.text and "answered 503" in caplog.text
+    assert [secret for secret in URL_SECRETS if secret in caplog.text] == []
 
 
 @override_settings(NOTIFY_EMAIL_TO=[])
@@ -97,11 +153,116 @@ def test_email_goes_to_reviewers_who_may_decide_the_queue() -> None:
     assert "Decide: http" in message.body and "amount_cents: 4250" in message.body
 
 
-def test_retries_back_off_exponentially_up_to_ten_minutes() -> None:
+@override_settings(CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 300})
+def test_retries_back_off_exponentially_up_to_half_the_brokers_visibility_timeout() -> None:
+    # A retry waits out its countdown unacknowledged: held past the visibility_timeout, the broker
+    # would hand it out again and the notification would be sent twice.
     with override_settings(NOTIFY_RETRY_BASE_S=5):
         delays = [backoff_s(n) for n in (0, 1, 2, 20)]
     assert 4 <= delays[0] <= 6 and 8 <= delays[1] <= 12 and 16 <= delays[2] <= 24
-    assert delays[3] == 600
+    assert delays[3] == 150
+
+
+def test_retries_back_off_ten_minutes_at_most_whatever_the_visibility_timeout() -> None:
+    with override_settings(
+        NOTIFY_RETRY_BASE_S=5, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 7200}
+    ):
+        assert backoff_s(20) == 600
+
+
+def test_check_refuses_a_first_backoff_longer_than_half_the_visibility_timeout() -> None:
+    call_command("check")  # the shipped settings pass
+
+    with (
+        override_settings(
+            NOTIFY_RETRY_BASE_S=200, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 300}
+        ),
+        pytest.raises(SystemCheckError, match=r"approvals\.E001.*NOTIFY_RETRY_BASE_S \(200 s\)"),
+    ):
+        call_command("check")
+
+
+class SilentSMTP:
+    """A TCP server that accepts every connection and never sends the SMTP greeting."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted.append(connection)  # held open, never greeted
+
+    def close(self) -> None:
+        for sock in [self.server, *self.accepted]:
+            sock.close()
+
+
+@pytest.fixture
+def silent_smtp() -> Iterator[SilentSMTP]:
+    server = SilentSMTP()
+    yield server
+    server.close()
+
+
+def test_an_email_to_an_smtp_server_that_never_greets_fails_after_email_timeout(
+    settings: Settings, silent_smtp: SilentSMTP
+) -> None:
+    assert settings.EMAIL_TIMEOUT == 10  # the shipped default: Django's is None, to wait forever
+    settings.EMAIL_TIMEOUT = 1
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", silent_smtp.port
+    settings.NOTIFY_EMAIL_TO = ["ops@example.com"]
+    notification = notification_for_new_gate()
+    outcome: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            EmailNotifier().send(notification)
+        except Exception as exc:  # the task retries it
+            outcome.append(exc)
+
+    started = time.monotonic()
+    sender = threading.Thread(target=send, daemon=True)  # daemon: a hang fails the test, not the run
+    sender.start()
+    sender.join(10)
+
+    assert not sender.is_alive(), "the send still waits on a server that never answers"
+    assert time.monotonic() - started < 5
+    [failure] = outcome
+    assert silent_smtp.accepted and "timed out" in str(failure)
+
+
+def test_a_pending_notice_still_retrying_when_its_request_escalates_is_dropped(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    enqueued: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(
+        tasks.notify_task, "apply_async", lambda args, kwargs, **options: enqueued.append((args, kwargs))
+    )
+    monkeypatch.setattr("approvals.events.send_requests_opened", lambda **kwargs: None)
+    monkeypatch.setattr("approvals.events.send_request_changed", lambda **kwargs: None)
+    path = "approvals.notifiers.email.EmailNotifier"
+    with override_settings(GATEHOUSE_NOTIFIERS=[path], NOTIFY_EMAIL_TO=["ops@example.com"]):
+        with django_capture_on_commit_callbacks(execute=True):
+            request_ = gate_with_expiry(monkeypatch, Expiry(60, "escalate", to_queue="supervisors"))
+        # Its "approval.pending" notice is still being retried (receiver down) at the deadline.
+        with django_capture_on_commit_callbacks(execute=True):
+            do_expire_due(now=timezone.now() + timedelta(seconds=120))
+        [pending, escalated] = enqueued
+
+        for args, kwargs in (pending, escalated):
+            tasks.notify_task.apply(args=args, kwargs=kwargs)
+
+    assert args[:3] == (path, notify.ESCALATED, request_.pk)
+    # Refunds' reviewers no longer can act on it; supervisors are told once, of the escalation.
+    assert [m.subject for m in mail.outbox] == ["[Gatehouse] Escalated to supervisors: issue_refund"]
 
 
 def test_no_notification_for_a_request_already_decided() -> None:
