@@ -21,8 +21,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall only when a requirements file is newer than the last install.
-$(STAMP): requirements.txt requirements-dev.txt | $(PY)
+$(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt | $(PY)
 	$(PY) -m pip install -r requirements-dev.txt
+	$(PY) -m pip install --no-deps -r requirements-nodeps.txt
 	touch $@
 
 run: venv

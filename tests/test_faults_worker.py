@@ -191,13 +191,13 @@ def step_of_head(thread_id: str) -> int | None:
     return head.step if head else None
 
 
-@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph"])
+@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph", "refunds_openai_agents"])
 def test_a_framework_agents_worker_killed_after_the_refund_is_replaced_and_refunds_once(
     agent: str, workers: Workers, live_services: LiveServices
 ) -> None:
-    """The retry re-runs the resumed segment, the approved tool included (pydantic-ai runs it
-    again; LangGraph re-runs the interrupted node from its start); run_once returns the recorded
-    refund instead of issuing a second one."""
+    """The retry re-runs the resumed segment, the approved tool included (pydantic-ai and the
+    OpenAI Agents SDK run it again; LangGraph re-runs the interrupted node from its start);
+    run_once returns the recorded refund instead of issuing a second one."""
     slow = workers.start("slow", SLOW)
     thread_id = start_thread("Please refund order ORD-1001", agent=agent)
     reach(thread_id, "waiting", reconcile=False)

@@ -23,7 +23,7 @@ from tests.test_refunds_flow import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-AGENTS = ["refunds_pydantic_ai", "refunds_langgraph"]
+AGENTS = ["refunds_pydantic_ai", "refunds_langgraph", "refunds_openai_agents"]
 
 
 @pytest.fixture

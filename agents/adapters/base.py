@@ -1,13 +1,18 @@
 """What the adapters for other agent frameworks share: a framework runs a whole *segment* of a
 run (to its end, or to the calls that wait for a person) as one Gatehouse step, in one node."""
 
+import json
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from django.db import connections
+
+from agents.gates import HumanDecision
 from agents.graph import Agent, Retention, Step, StepContext
 from agents.state import State, add_messages, new_message_id
-from agents.tools import ToolContext
+from agents.tools import Decision, ToolContext
 
 NODE = "run"
 
@@ -58,3 +63,35 @@ class SegmentAgent(Agent):
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         raise NotImplementedError
+
+
+class ClosingThreads(ThreadPoolExecutor):
+    """Runs a framework's sync tools (pydantic-ai and the OpenAI Agents SDK send them to threads);
+    each call gives back the database connection it opened, so no tool thread holds one after."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        def call() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return super().submit(call)
+
+
+def edited_calls(messages: list[dict[str, Any]], decisions: dict[str, HumanDecision]) -> list[dict[str, Any]]:
+    """The shown messages whose calls a reviewer edited, rewritten in place (same id)."""
+    edits = {k: d.args for k, d in decisions.items() if d.kind == Decision.EDIT}
+    rewritten = []
+    for message in messages:
+        calls = message.get("tool_calls") or []
+        if not any(c.get("id") in edits for c in calls):
+            continue
+        calls = [
+            {**c, "function": {**c["function"], "arguments": json.dumps(edits[c["id"]])}, "edited": True}
+            if c.get("id") in edits
+            else c
+            for c in calls
+        ]
+        rewritten.append({**message, "tool_calls": calls})
+    return rewritten

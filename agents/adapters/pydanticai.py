@@ -18,19 +18,16 @@ once per call if it wraps its side effect in `ctx.deps.run_once(ctx.tool_call_id
 """
 
 import json
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Annotated, Any
 
 import pydantic
 import pydantic_ai
-from django.db import connections
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
 from agents import llm
-from agents.adapters.base import NODE, GatehouseDeps, SegmentAgent, SegmentState
+from agents.adapters.base import NODE, ClosingThreads, GatehouseDeps, SegmentAgent, SegmentState, edited_calls
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
 from agents.prebuilt import approval_errors, rejection_text
@@ -46,21 +43,7 @@ class PydanticAIState(SegmentState):
     history_format: str = HISTORY_FORMAT
 
 
-class _ClosingThreads(ThreadPoolExecutor):
-    """Runs the agent's sync tools (pydantic-ai sends them to threads); each call gives back the
-    database connection it opened, so no tool thread holds one between steps."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        def call() -> Any:
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                connections.close_all()
-
-        return super().submit(call)
-
-
-_tool_threads = _ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
+_tool_threads = ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
 
 
 class PydanticAIAgent(SegmentAgent):
@@ -234,7 +217,7 @@ class PydanticAIAgent(SegmentAgent):
         new = result.new_messages()
         update: dict[str, Any] = {
             "history": ModelMessagesTypeAdapter.dump_python(new, mode="json"),
-            "messages": [*_edited_calls(state.messages, ctx.decisions), *_chat(new)],
+            "messages": [*edited_calls(state.messages, ctx.decisions), *_chat(new)],
             "prompt": "",
         }
         meta = {"model": _model_name(new), "offline": llm.is_offline()}
@@ -280,26 +263,6 @@ def _results(decisions: dict[str, HumanDecision]) -> DeferredToolResults:
         else:
             approvals[key] = ToolDenied(message=rejection_text(decision))
     return DeferredToolResults(approvals=approvals)
-
-
-def _edited_calls(
-    messages: list[dict[str, Any]], decisions: dict[str, HumanDecision]
-) -> list[dict[str, Any]]:
-    """The shown messages whose calls a reviewer edited, rewritten in place (same id)."""
-    edits = {k: d.args for k, d in decisions.items() if d.kind == Decision.EDIT}
-    rewritten = []
-    for message in messages:
-        calls = message.get("tool_calls") or []
-        if not any(c.get("id") in edits for c in calls):
-            continue
-        calls = [
-            {**c, "function": {**c["function"], "arguments": json.dumps(edits[c["id"]])}, "edited": True}
-            if c.get("id") in edits
-            else c
-            for c in calls
-        ]
-        rewritten.append({**message, "tool_calls": calls})
-    return rewritten
 
 
 def _chat(messages: list[ModelMessage]) -> list[dict[str, Any]]:

@@ -145,4 +145,4 @@ outreach = register(
 )
 
 # The same agent written with other frameworks (each registers itself).
-from agents.examples import refunds_langgraph, refunds_pydantic_ai  # noqa: E402, F401
+from agents.examples import refunds_langgraph, refunds_openai_agents, refunds_pydantic_ai  # noqa: E402, F401

@@ -88,3 +88,49 @@ def test_an_adapters_approvals_are_checked_as_a_native_agents_are() -> None:
     errors = " | ".join(graph.definition_errors())
     assert "queue 'Bad Queue!' must match" in errors and "at least one decision" in errors
     assert LangGraphAgent(name="lg-good", graph=agent_of(answer, Chat).graph).definition_errors() == []
+
+
+def test_an_openai_agents_sdk_agents_bad_gates_are_named_at_startup() -> None:
+    from agents.adapters.openai_agents_sdk import OpenAIAgentsSDKAgent
+    from agents.adapters.openai_sdk import Agent, function_tool
+    from agents.examples.refunds_openai_agents import lookup_order, support
+    from agents.tools import Approval
+
+    @function_tool
+    def issue_refund(order_id: str, amount_cents: int) -> str:  # forgot needs_approval=True
+        """Refund an order."""
+        return "ok"
+
+    @function_tool(needs_approval=True)
+    def close_account(customer: str) -> str:
+        """Close an account."""
+        return "ok"
+
+    unguarded = Agent(name="unguarded", tools=[lookup_order, issue_refund, close_account])
+    errors = OpenAIAgentsSDKAgent(
+        name="oa-bad",
+        agent=unguarded,
+        gates={"issue_refund": Approval(queue="Bad Queue!"), "send_email": Approval()},
+    ).definition_errors()
+
+    assert "tool 'issue_refund' is gated here: declare it function_tool(needs_approval=True)" in errors
+    assert "gate 'send_email' names no tool of the OpenAI Agents SDK agent" in errors
+    assert "tool 'close_account' needs approval: name it in gates, with its queue" in errors
+    assert any("queue 'Bad Queue!' must match" in e for e in errors)
+    good = OpenAIAgentsSDKAgent(
+        name="oa-good", agent=support, gates={"issue_refund": Approval(queue="refunds")}
+    )
+    assert good.definition_errors() == []
+
+
+def test_an_openai_agents_sdk_edit_is_checked_by_the_tools_own_argument_model() -> None:
+    from agents.registry import registry
+
+    agent = registry.get("refunds_openai_agents")
+    assert agent.validate_edit("issue_refund", {"order_id": "ORD-1001", "amount_cents": "250"}) == {
+        "order_id": "ORD-1001",
+        "amount_cents": 250,
+    }
+    with pytest.raises(ToolArgumentsError) as caught:
+        agent.validate_edit("issue_refund", {"order_id": "ORD-1001", "amount_cents": 0})
+    assert "amount_cents" in caught.value.errors

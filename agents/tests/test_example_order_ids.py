@@ -1,11 +1,12 @@
-"""The three refunds agents (native, pydantic-ai, LangGraph) validate an order id the same way."""
+"""The refunds agents (native, pydantic-ai, LangGraph, OpenAI Agents SDK) validate an order id
+the same way."""
 
 import pytest
 
 from agents.registry import registry
 from agents.tools import ToolArgumentsError
 
-REFUNDS_AGENTS = ["refunds", "refunds_pydantic_ai", "refunds_langgraph"]
+REFUNDS_AGENTS = ["refunds", "refunds_pydantic_ai", "refunds_langgraph", "refunds_openai_agents"]
 
 
 @pytest.mark.parametrize("agent", REFUNDS_AGENTS)

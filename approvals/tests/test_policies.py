@@ -1,6 +1,7 @@
 """Policies at the gate: approve, deny, route, require; CEL conditions refused when they do not
 compile, skipped (and logged) when they fail to evaluate; every change and decision in the ledger."""
 
+import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -162,7 +163,7 @@ def test_a_number_the_model_writes_as_text_is_judged_as_the_number_its_tool_read
     assert (large.status, large.required_approvals) == (ApprovalStatus.PENDING, 2)
 
 
-@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph"])
+@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_langgraph", "refunds_openai_agents"])
 def test_a_framework_agents_gate_holds_the_arguments_as_its_tool_reads_them(agent: str) -> None:
     from pydantic_ai.messages import ToolCallPart
 
@@ -170,6 +171,14 @@ def test_a_framework_agents_gate_holds_the_arguments_as_its_tool_reads_them(agen
     definition: Any = registry.get(agent)
     if agent == "refunds_pydantic_ai":
         [gate] = definition._gates([ToolCallPart(tool_name="issue_refund", args=proposed, tool_call_id="c1")])
+    elif agent == "refunds_openai_agents":
+        call = {
+            "type": "function_call",
+            "name": "issue_refund",
+            "arguments": json.dumps(proposed),
+            "call_id": "c1",
+        }
+        [gate] = definition._gates([call])
     else:
         request = {"action_requests": [{"name": "issue_refund", "args": proposed}], "review_configs": []}
         [gate] = definition._gates([{"id": "i1", "value": request}])

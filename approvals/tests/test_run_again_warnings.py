@@ -30,13 +30,14 @@ from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
-# LangGraph and pydantic-ai run nodes and tools in threads, each on a connection of its own:
-# they see committed rows only.
+# LangGraph, pydantic-ai and the OpenAI Agents SDK run nodes and tools in threads, each on a
+# connection of its own: they see committed rows only.
 COMMITTED = pytest.mark.django_db(transaction=True)
 AGENTS = [
     "refunds",
     pytest.param("refunds_langgraph", marks=COMMITTED),
     pytest.param("refunds_pydantic_ai", marks=COMMITTED),
+    pytest.param("refunds_openai_agents", marks=COMMITTED),
 ]
 
 

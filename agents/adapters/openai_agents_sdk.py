@@ -1,0 +1,352 @@
+"""OpenAI Agents SDK agents behind Gatehouse's inbox.
+
+`OpenAIAgentsSDKAgent(name=..., agent=<sdk Agent>, gates={"issue_refund": Approval(...)})` runs
+the agent one *segment* per step: `Runner.run` until it finishes or stops at tools that need
+approval (`function_tool(needs_approval=True)`: the result has `interruptions`). Each segment is
+a checkpoint; each call awaiting approval is a gate, so a request in the inbox. The step after
+the decisions loads the stored `RunState` and resumes it: approve → `state.approve`, edit →
+`state.approve` of the call rewritten with the reviewer's arguments, reject (or expiry) →
+`state.reject` with the reason the model reads, respond → `state.reject` with the reviewer's
+text in the tool's place.
+
+State: the SDK's serialized `RunState` while a run waits (`RunState.to_json`, with a format
+marker), the SDK's input items once it finished (`to_input_list()`, what the next prompt is sent
+after), and the conversation in the chat shape the pages show.
+
+Import the SDK from `agents.adapters.openai_sdk` (its package is named `agents`, like this app).
+A model named by a string (`Agent(model="gpt-4o-mini")`, or none) is called through Chat
+Completions at OPENAI_BASE_URL, with a client built for the segment's own event loop.
+
+What runs again after a crash: a step is retried from its checkpoint, so the segment's model
+calls and its tools that need no approval run again; a tool that needs approval runs at most
+once per call if it wraps its side effect in `ctx.context.run_once(ctx.tool_call_id, fn)`.
+"""
+
+import asyncio
+import json
+from typing import Any
+
+import openai
+import pydantic
+from django.conf import settings
+
+from agents import llm
+from agents.adapters.base import NODE, ClosingThreads, GatehouseDeps, SegmentAgent, SegmentState, edited_calls
+from agents.adapters.openai_sdk import ModelProvider, function_schema, sdk
+from agents.gates import HumanDecision
+from agents.graph import Gate, Retention, Step, StepContext
+from agents.prebuilt import approval_errors, rejection_text
+from agents.state import new_message_id
+from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
+
+STATE_FORMAT = "openai-agents/0.24"  # run_state: RunState.to_json; history: to_input_list()
+_WRAPPED = "__agents_function_tool_wrapped_callable__"  # where function_tool keeps the function
+
+
+class OpenAIAgentsState(SegmentState):
+    run_state: dict[str, Any] | None = None
+    """The SDK's `RunState.to_json()` while the run waits for approvals; None once it finished."""
+    history: list[dict[str, Any]] = []
+    """The SDK's input items of the finished runs (`to_input_list()`): the next prompt follows them."""
+    state_format: str = STATE_FORMAT
+
+
+class _ChatCompletions(ModelProvider):
+    """Models named by a string, through Chat Completions at OPENAI_BASE_URL (the offline model
+    serves nothing else), on a client of the segment's event loop: an async client's
+    connections belong to the loop that opened them."""
+
+    def __init__(self) -> None:
+        self.client = openai.AsyncOpenAI(
+            base_url=settings.OPENAI_BASE_URL,
+            api_key=settings.OPENAI_API_KEY or "offline",
+            timeout=settings.OPENAI_TIMEOUT_S,
+            max_retries=1,  # retries are the task's job, as for native agents
+        )
+
+    def get_model(self, model_name: str | None) -> Any:
+        return sdk.OpenAIChatCompletionsModel(
+            model=model_name or settings.OPENAI_MODEL, openai_client=self.client
+        )
+
+
+class OpenAIAgentsSDKAgent(SegmentAgent):
+    """An OpenAI Agents SDK agent as a Gatehouse agent; `gates` names the tools that need approval
+    (declare them `function_tool(needs_approval=True)`) with their queue, decisions and description."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        agent: Any,
+        gates: dict[str, Approval],
+        description: str = "",
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(name=name, state=OpenAIAgentsState, description=description, retention=retention)
+        self.agent = agent
+        self.gates = gates
+
+    edit_note = (
+        "An OpenAI Agents SDK thread: the SDK's run state and input items are what the model "
+        "reads and cannot be edited here; the conversation shown is drawn from them. Decide a "
+        "call awaiting approval in the inbox (edit changes its arguments)."
+    )
+
+    # The gate protocol: what is gated, its edit form, and how an edit is checked.
+    def approval_for(self, action: str) -> Approval | None:
+        return self.gates.get(action)
+
+    def approvals(self) -> list[Approval]:
+        return list(self.gates.values())
+
+    def _tool(self, action: str) -> Any:
+        return next((t for t in self.agent.tools if getattr(t, "name", None) == action), None)
+
+    def edit_schema(self, action: str) -> dict[str, Any]:
+        tool = self._tool(action)
+        return dict(tool.params_json_schema) if tool is not None else {}
+
+    def validate_edit(self, action: str, args: Any) -> dict[str, Any]:
+        model = _arguments_model(self._tool(action))
+        if model is None:
+            raise ToolArgumentsError(action, {"__all__": f"the tool {action!r} no longer exists"})
+        try:
+            validated = model.model_validate(args if args is not None else {})
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentsError(action, plain_errors(None, exc)) from exc
+        return validated.model_dump(mode="json")
+
+    def definition_errors(self) -> list[str]:
+        errors = super().definition_errors()
+        for action, approval in self.gates.items():
+            errors += approval_errors(approval, where=f"gate {action!r}")
+            tool = self._tool(action)
+            if tool is None:
+                errors.append(f"gate {action!r} names no tool of the OpenAI Agents SDK agent")
+            elif tool.needs_approval is not True:
+                errors.append(f"tool {action!r} is gated here: declare it function_tool(needs_approval=True)")
+            elif _arguments_model(tool) is None:
+                errors.append(f"tool {action!r}: declare it with function_tool, so edits are checked")
+        for tool in self.agent.tools:
+            if getattr(tool, "needs_approval", False) is not False and tool.name not in self.gates:
+                errors.append(f"tool {tool.name!r} needs approval: name it in gates, with its queue")
+        if self.agent.handoffs:
+            errors.append("handoffs are not supported: a segment runs one agent")
+        return errors
+
+    def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+        """Only the SDK's state is what the model reads, and it is not edited here (see edit_note)."""
+        stored = self.state.model_validate(before).model_dump(mode="json")
+        return {
+            field: "the SDK's run is not edited here: decide its calls in the inbox"
+            for field in ("run_state", "history", "state_format", "messages")
+            if after[field] != stored[field]
+        }
+
+    def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
+        """The gated calls the stored run waits on."""
+        if next_node != NODE or not state.run_state:
+            return []
+        step = state.run_state.get("current_step") or {}
+        if step.get("type") != "next_step_interruption":
+            return []
+        return self._gates([i["raw_item"] for i in step["data"]["interruptions"]])
+
+    def _gates(self, calls: list[Any]) -> list[Gate]:
+        gates = []
+        for call in calls:
+            call = call if isinstance(call, dict) else call.model_dump()
+            if call.get("type") != "function_call" or call["name"] not in self.gates:
+                continue
+            args = self.checked_args(call["name"], json.loads(call["arguments"] or "{}"))
+            approval = self.gates[call["name"]]
+            gates.append(
+                Gate(
+                    key=call["call_id"],
+                    action=call["name"],
+                    args=args,
+                    approval=approval,
+                    description=approval.describe(args),
+                )
+            )
+        return gates
+
+    def run_segment(self, state: Any, ctx: StepContext) -> Step:
+        """Run the agent until it finishes or waits for approvals: one checkpoint."""
+        if state.state_format != STATE_FORMAT:
+            raise ValueError(f"state is {state.state_format!r}; this version reads {STATE_FORMAT!r}")
+        deps = GatehouseDeps.of(ctx)
+        try:
+            result, run_state = _in_a_fresh_loop(self._run(state, deps, ctx.decisions))
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code == 429:
+                raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
+            raise
+        except llm.TRANSIENT as exc:
+            raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
+        shown = _items_shown(state.run_state)  # a resumed run's new_items repeat the stored ones
+        update: dict[str, Any] = {
+            "messages": [*edited_calls(state.messages, ctx.decisions), *_chat(result.new_items[shown:])],
+            "prompt": "",
+            "run_state": run_state,
+        }
+        meta = {"model": _model_name(result), "offline": llm.is_offline()}
+        if result.interruptions:
+            gates = self._gates([item.raw_item for item in result.interruptions])
+            if len(gates) != len(result.interruptions):
+                raise RuntimeError("the run waits on calls no gate asks about; name their tools in gates")
+            return Step(update=update, goto=NODE, gates=gates, resumed=bool(ctx.decisions), metadata=meta)
+        update["history"] = result.to_input_list()
+        return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
+
+    async def _run(
+        self, state: Any, deps: GatehouseDeps, decisions: dict[str, HumanDecision]
+    ) -> tuple[Any, dict[str, Any] | None]:
+        provider = _ChatCompletions()
+        config = sdk.RunConfig(
+            model_provider=provider,
+            model_settings=sdk.ModelSettings(extra_headers=llm.offline_headers()),
+            tracing_disabled=True,
+        )
+        try:
+            if state.run_state:
+                todo = await self._resumed(state.run_state, deps, decisions)
+            else:
+                todo = [
+                    *state.history,
+                    *([{"role": "user", "content": state.prompt}] if state.prompt else []),
+                ]
+            result = await sdk.Runner.run(self.agent, todo, context=deps, run_config=config)
+            waiting = (
+                result.to_state().to_json(context_serializer=_no_context) if result.interruptions else None
+            )
+        finally:
+            await provider.client.close()
+        return result, waiting
+
+    async def _resumed(
+        self, stored: dict[str, Any], deps: GatehouseDeps, decisions: dict[str, HumanDecision]
+    ) -> Any:
+        """The stored run with the reviewers' decisions applied."""
+        for key, decision in decisions.items():
+            if decision.kind == Decision.EDIT:  # approved as edited: see _edited
+                stored = _edited(stored, call_id=key, args=decision.args or {})
+        run_state = await sdk.RunState.from_json(
+            self.agent, stored, context_override=sdk.RunContextWrapper(context=deps)
+        )
+        for item in run_state.get_interruptions():
+            decided = decisions.get(item.raw_item.call_id)
+            if decided is None:
+                continue  # still waiting: the run stops at it again
+            if decided.kind in (Decision.APPROVE, Decision.EDIT):
+                run_state.approve(item)
+            elif decided.kind == Decision.RESPOND:
+                run_state.reject(item, rejection_message=decided.message)
+            else:
+                run_state.reject(item, rejection_message=rejection_text(decided))
+        return run_state
+
+
+def _items_shown(run_state: dict[str, Any] | None) -> int:
+    """How many of the stored run's items the pages show already (all but its approval requests)."""
+    items = (run_state or {}).get("generated_items") or []
+    return sum(1 for item in items if item.get("type") != "tool_approval_item")
+
+
+def _no_context(context: Any) -> dict[str, Any]:
+    """GatehouseDeps is the step's, never stored: each step passes its own."""
+    return {}
+
+
+def _in_a_fresh_loop(coro: Any) -> Any:
+    """Run `coro` on a loop of its own (a worker runs steps in threads, none with a loop), its
+    sync tools in threads that close their database connections."""
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(
+            ClosingThreads(max_workers=4, thread_name_prefix="openai-agents-tool")
+        )
+        return runner.run(coro)
+
+
+def _arguments_model(tool: Any) -> type[pydantic.BaseModel] | None:
+    """The pydantic model of a function_tool's arguments (the SDK keeps only the function)."""
+    invoker = getattr(tool, "on_invoke_tool", None)
+    function = getattr(getattr(invoker, "_invoke_tool_impl", invoker), _WRAPPED, None)
+    if not callable(function):
+        return None
+    model: type[pydantic.BaseModel] = function_schema(function).params_pydantic_model
+    return model
+
+
+def _edited(stored: dict[str, Any], *, call_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The stored run with its pending call `call_id` carrying `args`. The SDK binds an approval
+    to the call's fingerprint (its arguments' digest, in `context.tool_invocations`) and has no
+    way to approve other arguments; so every copy of the call is rewritten and its record, of a
+    call not yet run, dropped: the SDK records the call afresh, as edited, when it is approved."""
+    invocations = stored["context"].get("tool_invocations") or {}
+    record = invocations.get(call_id) or {}
+    if record.get("executed") or record.get("completed"):
+        raise ValueError(f"call {call_id} already ran: its arguments cannot be edited")
+    rewritten: dict[str, Any] = _with_arguments(stored, call_id=call_id, args=args)
+    rewritten["context"]["tool_invocations"] = {k: v for k, v in invocations.items() if k != call_id}
+    return rewritten
+
+
+def _with_arguments(value: Any, *, call_id: str, args: dict[str, Any]) -> Any:
+    """`value` with every stored function call `call_id` carrying `args`."""
+    if isinstance(value, list):
+        return [_with_arguments(v, call_id=call_id, args=args) for v in value]
+    if not isinstance(value, dict):
+        return value
+    rewritten = {k: _with_arguments(v, call_id=call_id, args=args) for k, v in value.items()}
+    if value.get("type") == "function_call" and value.get("call_id") == call_id and "arguments" in value:
+        rewritten["arguments"] = json.dumps(args)
+    return rewritten
+
+
+def _chat(items: list[Any]) -> list[dict[str, Any]]:
+    """The SDK's new run items in the chat shape the pages show: a model response's text and its
+    calls in one assistant message, then each call's result."""
+    shown: list[dict[str, Any]] = []
+    response: dict[str, Any] | None = None  # the assistant message the next calls belong to
+    for item in items:
+        if item.type == "message_output_item":
+            response = {
+                "id": new_message_id(),
+                "role": "assistant",
+                "content": sdk.ItemHelpers.text_message_output(item) or None,
+            }
+            shown.append(response)
+        elif item.type == "tool_call_item" and getattr(item.raw_item, "type", None) == "function_call":
+            call = {
+                "id": item.raw_item.call_id,
+                "type": "function",
+                "function": {"name": item.raw_item.name, "arguments": item.raw_item.arguments},
+            }
+            if response is None:
+                response = {"id": new_message_id(), "role": "assistant", "content": None}
+                shown.append(response)
+            response.setdefault("tool_calls", []).append(call)
+        elif item.type == "tool_call_output_item":
+            raw = item.raw_item if isinstance(item.raw_item, dict) else item.raw_item.model_dump()
+            output = item.output if isinstance(item.output, str) else json.dumps(item.output, default=str)
+            shown.append(
+                {
+                    "id": new_message_id(),
+                    "role": "tool",
+                    "tool_call_id": raw.get("call_id"),
+                    "content": output,
+                }
+            )
+            response = None
+    return shown
+
+
+def _model_name(result: Any) -> str:
+    for response in reversed(result.raw_responses):
+        for output in response.output:
+            model = (getattr(output, "provider_data", None) or {}).get("model")
+            if model:
+                return str(model)
+    return ""
