@@ -318,6 +318,11 @@ class LangGraphAgent(SegmentAgent):
         )
         return min((c.config["configurable"]["checkpoint_id"] for c in first), default=None)
 
+    def _has_run(self, thread_id: str) -> bool:
+        """Whether LangGraph holds any checkpoint of the thread."""
+        found = self.saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}, limit=1)
+        return next(iter(found), None) is not None
+
     def _answered(self, config: dict[str, Any]) -> bool:
         """Whether LangGraph holds an answer at this checkpoint already: a fork back to a gate
         decided on another branch (LangGraph would replay that answer, not apply this one)."""
@@ -361,6 +366,11 @@ class LangGraphAgent(SegmentAgent):
             # Before the first segment, on a thread that has run: a fork from its start. Run from
             # LangGraph's first checkpoint, not on from its latest (another branch's end).
             config["configurable"]["checkpoint_id"] = root
+        elif self._has_run(ctx.thread_id):  # ...whose first checkpoint is gone (retention keeps it)
+            raise RuntimeError(
+                "LangGraph's first checkpoint of this thread is gone: its start cannot run again "
+                "(fork from a later checkpoint)"
+            )
         if state.pending_edit:
             config = self._write_edit(config, state.messages)
         graph_input: Any = None
