@@ -10,9 +10,10 @@ from typing import Annotated, Any
 from django.db import connections
 
 from agents.gates import HumanDecision
-from agents.graph import Agent, Retention, Step, StepContext
+from agents.graph import Agent, Gate, Retention, Step, StepContext
+from agents.prebuilt import approval_errors
 from agents.state import State, add_messages, new_message_id
-from agents.tools import Decision, ToolContext
+from agents.tools import Approval, Decision, ToolContext
 
 NODE = "run"
 
@@ -63,6 +64,46 @@ class SegmentAgent(Agent):
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         raise NotImplementedError
+
+
+class GatedToolsAgent(SegmentAgent):
+    """A segment agent over a framework's agent (pydantic-ai, the OpenAI Agents SDK) whose tools
+    that need approval are named in `gates`, each with its queue, decisions and wording."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        agent: Any,
+        gates: dict[str, Approval],
+        state: type[SegmentState],
+        description: str,
+        retention: Retention | None,
+    ) -> None:
+        super().__init__(name=name, state=state, description=description, retention=retention)
+        self.agent = agent
+        self.gates = gates
+
+    # The gate protocol: what is gated, and each call's gate.
+    def approval_for(self, action: str) -> Approval | None:
+        return self.gates.get(action)
+
+    def approvals(self) -> list[Approval]:
+        return list(self.gates.values())
+
+    def definition_errors(self) -> list[str]:
+        errors = super().definition_errors()
+        for action, approval in self.gates.items():
+            errors += approval_errors(approval, where=f"gate {action!r}")
+        return errors
+
+    def gate(self, *, key: str, action: str, args: Any) -> Gate:
+        """The gate of a call of the gated tool `action`, its arguments as the tool reads them."""
+        checked = self.checked_args(action, args)
+        approval = self.gates[action]
+        return Gate(
+            key=key, action=action, args=checked, approval=approval, description=approval.describe(checked)
+        )
 
 
 class ClosingThreads(ThreadPoolExecutor):

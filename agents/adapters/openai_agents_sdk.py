@@ -31,11 +31,18 @@ import pydantic
 from django.conf import settings
 
 from agents import llm
-from agents.adapters.base import NODE, ClosingThreads, GatehouseDeps, SegmentAgent, SegmentState, edited_calls
+from agents.adapters.base import (
+    NODE,
+    ClosingThreads,
+    GatedToolsAgent,
+    GatehouseDeps,
+    SegmentState,
+    edited_calls,
+)
 from agents.adapters.openai_sdk import ModelProvider, function_schema, sdk
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
-from agents.prebuilt import approval_errors, rejection_text
+from agents.prebuilt import rejection_text
 from agents.state import new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
@@ -70,7 +77,7 @@ class _ChatCompletions(ModelProvider):
         )
 
 
-class OpenAIAgentsSDKAgent(SegmentAgent):
+class OpenAIAgentsSDKAgent(GatedToolsAgent):
     """An OpenAI Agents SDK agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `function_tool(needs_approval=True)`) with their queue, decisions and description."""
 
@@ -83,9 +90,14 @@ class OpenAIAgentsSDKAgent(SegmentAgent):
         description: str = "",
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(name=name, state=OpenAIAgentsState, description=description, retention=retention)
-        self.agent = agent
-        self.gates = gates
+        super().__init__(
+            name=name,
+            agent=agent,
+            gates=gates,
+            state=OpenAIAgentsState,
+            description=description,
+            retention=retention,
+        )
 
     edit_note = (
         "An OpenAI Agents SDK thread: the SDK's run state and input items are what the model "
@@ -93,13 +105,7 @@ class OpenAIAgentsSDKAgent(SegmentAgent):
         "call awaiting approval in the inbox (edit changes its arguments)."
     )
 
-    # The gate protocol: what is gated, its edit form, and how an edit is checked.
-    def approval_for(self, action: str) -> Approval | None:
-        return self.gates.get(action)
-
-    def approvals(self) -> list[Approval]:
-        return list(self.gates.values())
-
+    # The gate protocol: its edit form, and how an edit is checked.
     def _tool(self, action: str) -> Any:
         return next((t for t in self.agent.tools if getattr(t, "name", None) == action), None)
 
@@ -119,8 +125,7 @@ class OpenAIAgentsSDKAgent(SegmentAgent):
 
     def definition_errors(self) -> list[str]:
         errors = super().definition_errors()
-        for action, approval in self.gates.items():
-            errors += approval_errors(approval, where=f"gate {action!r}")
+        for action in self.gates:
             tool = self._tool(action)
             if tool is None:
                 errors.append(f"gate {action!r} names no tool of the OpenAI Agents SDK agent")
@@ -154,23 +159,12 @@ class OpenAIAgentsSDKAgent(SegmentAgent):
         return self._gates([i["raw_item"] for i in step["data"]["interruptions"]])
 
     def _gates(self, calls: list[Any]) -> list[Gate]:
-        gates = []
-        for call in calls:
-            call = call if isinstance(call, dict) else call.model_dump()
-            if call.get("type") != "function_call" or call["name"] not in self.gates:
-                continue
-            args = self.checked_args(call["name"], json.loads(call["arguments"] or "{}"))
-            approval = self.gates[call["name"]]
-            gates.append(
-                Gate(
-                    key=call["call_id"],
-                    action=call["name"],
-                    args=args,
-                    approval=approval,
-                    description=approval.describe(args),
-                )
-            )
-        return gates
+        dumped = [call if isinstance(call, dict) else call.model_dump() for call in calls]
+        return [
+            self.gate(key=call["call_id"], action=call["name"], args=json.loads(call["arguments"] or "{}"))
+            for call in dumped
+            if call.get("type") == "function_call" and call["name"] in self.gates
+        ]
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
@@ -179,11 +173,7 @@ class OpenAIAgentsSDKAgent(SegmentAgent):
         deps = GatehouseDeps.of(ctx)
         try:
             result, run_state = _in_a_fresh_loop(self._run(state, deps, ctx.decisions))
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code == 429:
-                raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
-            raise
-        except llm.TRANSIENT as exc:
+        except llm.TRANSIENT as exc:  # 5xx, 429, no connection: the step may be retried
             raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
         shown = _items_shown(state.run_state)  # a resumed run's new_items repeat the stored ones
         update: dict[str, Any] = {

@@ -27,10 +27,17 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
 from agents import llm
-from agents.adapters.base import NODE, ClosingThreads, GatehouseDeps, SegmentAgent, SegmentState, edited_calls
+from agents.adapters.base import (
+    NODE,
+    ClosingThreads,
+    GatedToolsAgent,
+    GatehouseDeps,
+    SegmentState,
+    edited_calls,
+)
 from agents.gates import HumanDecision
 from agents.graph import Gate, Retention, Step, StepContext
-from agents.prebuilt import approval_errors, rejection_text
+from agents.prebuilt import rejection_text
 from agents.state import append, new_message_id
 from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
@@ -46,7 +53,7 @@ class PydanticAIState(SegmentState):
 _tool_threads = ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
 
 
-class PydanticAIAgent(SegmentAgent):
+class PydanticAIAgent(GatedToolsAgent):
     """A pydantic-ai agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `requires_approval=True`) with their queue, decisions and description."""
 
@@ -59,9 +66,14 @@ class PydanticAIAgent(SegmentAgent):
         description: str = "",
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(name=name, state=PydanticAIState, description=description, retention=retention)
-        self.agent = agent
-        self.gates = gates
+        super().__init__(
+            name=name,
+            agent=agent,
+            gates=gates,
+            state=PydanticAIState,
+            description=description,
+            retention=retention,
+        )
 
     edit_note = (
         "A pydantic-ai thread: edit history, pydantic-ai's own messages, which the model reads; "
@@ -69,13 +81,7 @@ class PydanticAIAgent(SegmentAgent):
         "approval whose arguments you change is asked again with them."
     )
 
-    # The gate protocol: what is gated, its edit form, and how an edit is checked.
-    def approval_for(self, action: str) -> Approval | None:
-        return self.gates.get(action)
-
-    def approvals(self) -> list[Approval]:
-        return list(self.gates.values())
-
+    # The gate protocol: its edit form, and how an edit is checked.
     def _tool(self, action: str) -> Any:
         return self.agent._function_toolset.tools.get(action)
 
@@ -95,8 +101,7 @@ class PydanticAIAgent(SegmentAgent):
 
     def definition_errors(self) -> list[str]:
         errors = super().definition_errors()
-        for action, approval in self.gates.items():
-            errors += approval_errors(approval, where=f"gate {action!r}")
+        for action in self.gates:
             tool = self._tool(action)
             if tool is None:
                 errors.append(f"gate {action!r} names no tool of the pydantic-ai agent")
@@ -177,22 +182,11 @@ class PydanticAIAgent(SegmentAgent):
         return self._gates(history[-1].tool_calls)
 
     def _gates(self, calls: list[Any]) -> list[Gate]:
-        gates = []
-        for call in calls:
-            if call.tool_name not in self.gates:
-                continue
-            args = self.checked_args(call.tool_name, call.args_as_dict())
-            approval = self.gates[call.tool_name]
-            gates.append(
-                Gate(
-                    key=call.tool_call_id,
-                    action=call.tool_name,
-                    args=args,
-                    approval=approval,
-                    description=approval.describe(args),
-                )
-            )
-        return gates
+        return [
+            self.gate(key=call.tool_call_id, action=call.tool_name, args=call.args_as_dict())
+            for call in calls
+            if call.tool_name in self.gates
+        ]
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
