@@ -1,5 +1,6 @@
-"""A reviewer in a real browser decides a pydantic-ai agent's refund like a native one: the
-inbox row, the conversation, an edit through the form built from the tool's own schema."""
+"""A reviewer in a real browser decides a framework agent's refund (pydantic-ai, the OpenAI Agents
+SDK) like a native one: the inbox row, the conversation, an edit through the form built from the
+tool's own schema."""
 
 from typing import Any
 
@@ -15,12 +16,13 @@ from tests.live import wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
-def test_reviewer_edits_a_pydantic_ai_refund_in_the_browser_and_the_edited_refund_is_issued(
-    page: Page, live_server_url: str, celery_worker: Any
+@pytest.mark.parametrize("agent", ["refunds_pydantic_ai", "refunds_openai_agents"])
+def test_reviewer_edits_a_framework_agents_refund_in_the_browser_and_the_edited_refund_is_issued(
+    page: Page, live_server_url: str, celery_worker: Any, agent: str
 ) -> None:
     make_user("rita", "reviewer")
     log_in(page, live_server_url, "rita")
-    thread_id = start_refund("Please refund order ORD-1002", agent="refunds_pydantic_ai")
+    thread_id = start_refund("Please refund order ORD-1002", agent=agent)
 
     row = page.locator("#inbox-list .inbox-row")
     expect(row).to_have_count(1, timeout=15_000)
@@ -41,4 +43,4 @@ def test_reviewer_edits_a_pydantic_ai_refund_in_the_browser_and_the_edited_refun
     expect(page.locator(".conversation")).to_contain_text("Refund of $25.00 issued", timeout=15_000)
     wait_for(lambda: Thread.objects.get(pk=thread_id).status == "done", timeout=15, message="done")
     assert list(Refund.objects.values_list("order_id", "amount_cents")) == [("ORD-1002", 2500)]
-    page.screenshot(path="/tmp/pai-decision-1400.png", full_page=True)
+    page.screenshot(path=f"/tmp/{agent}-decision-1400.png", full_page=True)
