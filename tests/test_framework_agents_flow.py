@@ -2,7 +2,8 @@
 framework, over the HTTP API with a real Celery worker and the offline model: an edit runs the
 edited call and shows it edited, a bad edit is a 400 naming the field, a rejection (a person's or
 a policy's) reaches the model as a reason and refunds nothing, and an approved call shows as
-already done."""
+already done; for the agents whose runs are tool calls, a response stands in for the result and
+a waiting thread exports and imports."""
 
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.test_refunds_flow import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 AGENTS = ["refunds_pydantic_ai", "refunds_langgraph", "refunds_openai_agents"]
+SEGMENT_TOOLS = ["refunds_pydantic_ai", "refunds_openai_agents"]  # a run's tool calls, no graph
 
 
 @pytest.fixture
@@ -112,3 +114,35 @@ def test_a_policys_deny_reaches_the_model_naming_the_policy_and_refunds_nothing(
     results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
     assert results[-1] == "Rejected automatically by policy 'no refunds' v1: Ask a manager."
     assert Refund.objects.count() == 0
+
+
+@pytest.mark.parametrize("agent", SEGMENT_TOOLS)
+def test_respond_puts_the_reviewers_text_in_the_tools_place(api: Api, agent: str) -> None:
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1001")
+
+    decide(api, approval, {"decision": "respond", "message": "Store credit sent instead"})
+
+    done = wait_status(api, thread_id, "done")
+    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
+    assert results[-1] == "Store credit sent instead"
+    assert "Store credit sent instead" in last_message(done)
+    assert Refund.objects.count() == 0
+
+
+@pytest.mark.parametrize("agent", SEGMENT_TOOLS)
+def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_on(
+    api: Api, agent: str
+) -> None:
+    thread_id, approval = gate(api, agent, "Please refund order ORD-1002")
+    document = api.get(f"/threads/{thread_id}/export").json()
+    copy = f"{agent}-copy-1"
+
+    response = api.post(f"/imports?thread_id={copy}", document)
+
+    assert response.status_code == 201, response.text
+    [asked] = wait_status(api, copy, "waiting")["pending_approvals"]
+    assert (asked["action"], asked["args"]) == ("issue_refund", approval["args"])
+    decide(api, asked, {"decision": "approve"})
+    done = wait_status(api, copy, "done")
+    assert "Refund of $129.99 issued for order ORD-1002" in last_message(done)
+    assert list(Refund.objects.values_list("thread_id", flat=True)) == [copy]

@@ -54,33 +54,6 @@ def test_approve_runs_the_tool_once_through_pydantic_ai_and_finishes(api: Api) -
     assert kinds[-1] == "response" and kinds.count("response") == 3  # lookup, propose, report
 
 
-def test_respond_puts_the_reviewers_text_in_the_tools_place(api: Api) -> None:
-    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
-
-    decide(api, approval, {"decision": "respond", "message": "Store credit sent instead"})
-
-    done = wait_status(api, thread_id, "done")
-    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
-    assert results[-1] == "Store credit sent instead"
-    assert "Store credit sent instead" in last_message(done)
-    assert Refund.objects.count() == 0
-
-
-def test_an_exported_waiting_thread_imports_with_its_gate_asked_afresh_and_runs_on(api: Api) -> None:
-    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1002")
-    document = api.get(f"/threads/{thread_id}/export").json()
-
-    response = api.post("/imports?thread_id=pai-copy-1", document)
-
-    assert response.status_code == 201, response.text
-    [asked] = wait_status(api, "pai-copy-1", "waiting")["pending_approvals"]
-    assert (asked["action"], asked["args"]) == ("issue_refund", approval["args"])
-    decide(api, asked, {"decision": "approve"})
-    done = wait_status(api, "pai-copy-1", "done")
-    assert "Refund of $129.99 issued for order ORD-1002" in last_message(done)
-    assert list(Refund.objects.values_list("thread_id", flat=True)) == ["pai-copy-1"]
-
-
 def test_an_operator_edits_the_proposed_refund_in_pydantic_ais_history_and_is_asked_again(api: Api) -> None:
     thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
     head = api.thread(thread_id)["values"]
