@@ -19,7 +19,8 @@ class BlackHole:
 
     def __init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+        self.port = self.server.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
         self.accepted: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 

@@ -30,6 +30,7 @@ from approvals.notifiers.webhook import WebhookNotifier, sign
 from approvals.tasks import backoff_s
 from approvals.tests.helpers import gate_with_expiry
 from tests.factories import make_gate, make_user
+from tests.test_faults_notify import BlackHole
 
 pytestmark = pytest.mark.django_db
 
@@ -182,37 +183,16 @@ def test_check_refuses_a_first_backoff_longer_than_half_the_visibility_timeout()
         call_command("check")
 
 
-class SilentSMTP:
-    """A TCP server that accepts every connection and never sends the SMTP greeting."""
-
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted.append(connection)  # held open, never greeted
-
-    def close(self) -> None:
-        for sock in [self.server, *self.accepted]:
-            sock.close()
-
-
 @pytest.fixture
-def silent_smtp() -> Iterator[SilentSMTP]:
-    server = SilentSMTP()
+def silent_smtp() -> Iterator[BlackHole]:
+    """A server that accepts every connection and never sends the SMTP greeting."""
+    server = BlackHole()
     yield server
     server.close()
 
 
 def test_an_email_to_an_smtp_server_that_never_greets_fails_after_email_timeout(
-    settings: Settings, silent_smtp: SilentSMTP
+    settings: Settings, silent_smtp: BlackHole
 ) -> None:
     assert settings.EMAIL_TIMEOUT == 10  # the shipped default: Django's is None, to wait forever
     settings.EMAIL_TIMEOUT = 1
