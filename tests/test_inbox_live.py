@@ -97,22 +97,33 @@ def test_a_claim_and_a_decision_by_others_reach_an_open_inbox_within_a_second(li
     asyncio.run(scenario())
 
 
+def seen_leaving_an_open_inbox(
+    live_server_url: str, request_: ApprovalRequest, act: Callable[[], Any]
+) -> None:
+    """A reviewer's open inbox shows the request; `act` (another person's) takes it off the page."""
+    cookie = cookie_for("rita", "reviewer")
+
+    async def scenario() -> None:
+        async with await connect(live_server_url, cookie) as ws:
+            await until(ws, lambda m: row(request_) in m)
+            await in_thread(act)()
+            await until(ws, removes(request_))
+
+    asyncio.run(scenario())
+
+
 def test_an_operators_cancel_removes_the_request_from_open_inboxes_within_a_second(
     live_server_url: str,
 ) -> None:
     from approvals.actions.threads import do_control
 
-    cookie = cookie_for("rita", "reviewer")
     olga = make_user("olga", "operator")
     request_ = make_gate()
 
-    async def scenario() -> None:
-        async with await connect(live_server_url, cookie) as ws:
-            await until(ws, lambda m: row(request_) in m)
-            await in_thread(lambda: do_control(request_.thread_id, user=olga, verb="cancel"))()
-            await until(ws, removes(request_))
+    seen_leaving_an_open_inbox(
+        live_server_url, request_, lambda: do_control(request_.thread_id, user=olga, verb="cancel")
+    )
 
-    asyncio.run(scenario())
     request_.refresh_from_db()
     assert (request_.status, request_.status_reason) == ("superseded", "the thread was cancelled by olga")
 
@@ -120,17 +131,12 @@ def test_an_operators_cancel_removes_the_request_from_open_inboxes_within_a_seco
 def test_an_admins_thread_deletion_removes_its_requests_from_open_inboxes(live_server_url: str) -> None:
     from approvals.actions.threads import do_delete_thread
 
-    cookie = cookie_for("rita", "reviewer")
     ada = make_user("ada", "admin")
     request_ = make_gate()
 
-    async def scenario() -> None:
-        async with await connect(live_server_url, cookie) as ws:
-            await until(ws, lambda m: row(request_) in m)
-            await in_thread(lambda: do_delete_thread(request_.thread_id, user=ada))()
-            await until(ws, removes(request_))
-
-    asyncio.run(scenario())
+    seen_leaving_an_open_inbox(
+        live_server_url, request_, lambda: do_delete_thread(request_.thread_id, user=ada)
+    )
 
 
 def test_a_restricted_queue_never_reaches_reviewers_outside_it(live_server_url: str) -> None:
