@@ -70,17 +70,19 @@ class GatedToolsAgent(SegmentAgent):
     """A segment agent over a framework's agent (pydantic-ai, the OpenAI Agents SDK) whose tools
     that need approval are named in `gates`, each with its queue, decisions and wording."""
 
+    state_type: type[SegmentState]
+    """What a checkpoint of the framework's runs holds."""
+
     def __init__(
         self,
         *,
         name: str,
         agent: Any,
         gates: dict[str, Approval],
-        state: type[SegmentState],
-        description: str,
-        retention: Retention | None,
+        description: str = "",
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(name=name, state=state, description=description, retention=retention)
+        super().__init__(name=name, state=self.state_type, description=description, retention=retention)
         self.agent = agent
         self.gates = gates
 

@@ -41,10 +41,10 @@ from agents.adapters.base import (
 )
 from agents.adapters.openai_sdk import ModelProvider, function_schema, sdk
 from agents.gates import HumanDecision
-from agents.graph import Gate, Retention, Step, StepContext
+from agents.graph import Gate, Step, StepContext
 from agents.prebuilt import rejection_text
 from agents.state import new_message_id
-from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
+from agents.tools import Decision, ToolArgumentsError, plain_errors
 
 STATE_FORMAT = "openai-agents/0.24"  # run_state: RunState.to_json; history: to_input_list()
 _WRAPPED = "__agents_function_tool_wrapped_callable__"  # where function_tool keeps the function
@@ -81,23 +81,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
     """An OpenAI Agents SDK agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `function_tool(needs_approval=True)`) with their queue, decisions and description."""
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        agent: Any,
-        gates: dict[str, Approval],
-        description: str = "",
-        retention: Retention | None = None,
-    ) -> None:
-        super().__init__(
-            name=name,
-            agent=agent,
-            gates=gates,
-            state=OpenAIAgentsState,
-            description=description,
-            retention=retention,
-        )
+    state_type = OpenAIAgentsState
 
     edit_note = (
         "An OpenAI Agents SDK thread: the SDK's run state and input items are what the model "

@@ -36,10 +36,10 @@ from agents.adapters.base import (
     edited_calls,
 )
 from agents.gates import HumanDecision
-from agents.graph import Gate, Retention, Step, StepContext
+from agents.graph import Gate, Step, StepContext
 from agents.prebuilt import rejection_text
 from agents.state import append, new_message_id
-from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
+from agents.tools import Decision, ToolArgumentsError, plain_errors
 
 HISTORY_FORMAT = "pydantic-ai/1"  # the stored history's shape: ModelMessagesTypeAdapter's JSON
 
@@ -57,23 +57,7 @@ class PydanticAIAgent(GatedToolsAgent):
     """A pydantic-ai agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `requires_approval=True`) with their queue, decisions and description."""
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        agent: pydantic_ai.Agent[Any, Any],
-        gates: dict[str, Approval],
-        description: str = "",
-        retention: Retention | None = None,
-    ) -> None:
-        super().__init__(
-            name=name,
-            agent=agent,
-            gates=gates,
-            state=PydanticAIState,
-            description=description,
-            retention=retention,
-        )
+    state_type = PydanticAIState
 
     edit_note = (
         "A pydantic-ai thread: edit history, pydantic-ai's own messages, which the model reads; "
