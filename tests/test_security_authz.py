@@ -184,10 +184,12 @@ LANGGRAPH = [
         (NOAUTH, 404, 404, 404, 404),
         {"assistant_id": "refunds_langgraph", "command": {"resume": {"decisions": [{"type": "approve"}]}}},
     ),
+    # Thread A is not a LangGraph thread (404); reviewer_b, who may not see it, is answered as
+    # about a missing thread: a run that starts one needs a message (422).
     Row(
         "post",
         "/langgraph/threads/{A}/runs/wait",
-        (NOAUTH, 404, 404, 404, 404),
+        (NOAUTH, 404, 422, 404, 404),
         {"assistant_id": "refunds_langgraph"},
     ),
     Row("get", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),

@@ -68,7 +68,10 @@ def do_run(
 ) -> None:
     """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
     agent = langgraph_agent(assistant)
-    owner = checkpoint_selectors.thread_agent(thread_id)
+    access = Access.of(user)
+    # A thread the user may not see is answered as a missing one (not found, or "only operators
+    # start threads"): its existence is not told. Operators see every thread.
+    owner = checkpoint_selectors.thread_agent(thread_id) if access.can_see_thread(thread_id) else None
     if owner is not None and owner != agent.name:
         raise InvalidInput({"assistant_id": f"the thread belongs to {owner!r}"})
     if checkpoint_id is not None:
@@ -85,7 +88,7 @@ def do_run(
     if owner is not None:
         do_continue_thread(thread_id, user=user, text=text)  # type: ignore[arg-type]
         return
-    Access.of(user).require_operator("start")
+    access.require_operator("start")
     definition = check_start_thread(agent=agent.name, text=text, thread_id=thread_id)
     do_start_thread(agent=definition, text=text, thread_id=thread_id, actor=f"user:{user.get_username()}")
 

@@ -361,7 +361,8 @@ def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
 
 
 def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
-    if checkpoint_selectors.thread_exists(thread_id):
+    # A thread the user may not see is left to do_run, which answers as for a missing one.
+    if checkpoint_selectors.thread_exists(thread_id) and Access.of(request.user).can_see_thread(thread_id):
         _visible(request, thread_id)
     resume = (body.command or {}).get("resume")
     if body.command and resume is None:

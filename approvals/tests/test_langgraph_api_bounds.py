@@ -89,3 +89,34 @@ def test_creating_a_thread_with_a_taken_id_the_user_sees_is_still_a_409() -> Non
             409,
             {"detail": f"Thread {gate.thread_id} already exists."},
         )
+
+
+ASK = {"messages": [{"role": "user", "content": "Refund ORD-1001"}]}
+
+
+@pytest.mark.parametrize("reviewer", [False, True], ids=["no role", "another queue's reviewer"])
+@pytest.mark.parametrize("run", ["runs", "runs/wait", "runs/stream"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": ASK},
+        {"command": {"resume": {"decisions": [{"type": "approve"}]}}},
+        {"input": ASK, "checkpoint_id": "1"},
+    ],
+    ids=["message", "resume", "from a checkpoint"],
+)
+def test_a_run_on_a_thread_the_user_may_not_see_answers_as_on_a_missing_one(
+    reviewer: bool, run: str, body: dict[str, Any]
+) -> None:
+    hidden = make_gate()
+    make_user("rita", "reviewer", queues=("refunds",))  # the refunds queue is now rita's team's
+    user = make_user("sam", "reviewer", queues=("outreach",)) if reviewer else make_user("nobody")
+    client, body = langgraph(user), {"assistant_id": "refunds_langgraph", **body}
+
+    taken = post(client, f"threads/{hidden.thread_id}/{run}", body)
+    free = post(client, f"threads/no-such-thread/{run}", body)
+
+    assert (taken.status_code, taken.json()) == (free.status_code, free.json())
+    assert taken.status_code in (403, 404, 422)
+    hidden.refresh_from_db()
+    assert hidden.status == "pending"
