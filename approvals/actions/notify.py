@@ -10,6 +10,7 @@ on by the time it is sent (a retry outlasting an escalation): the move's own not
 queue it went to, and the stale one would have told it twice.
 """
 
+import logging
 import uuid
 
 from django.conf import settings
@@ -19,6 +20,8 @@ from django.utils import timezone
 from approvals import events
 from approvals.models import ApprovalRequest
 from approvals.notifiers import ESCALATED, PENDING, Notification, get_notifier
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ESCALATED", "PENDING", "build_notification", "do_send_notification", "notify_on_commit"]
 
@@ -40,7 +43,10 @@ def _enqueue(*, event: str, routes: list[tuple[int, str | None]], paths: list[st
         delivery_id = uuid.uuid4().hex
         for path in paths:
             task = notify_task.s(path, event, request_id, delivery_id, event_queue=event_queue)
-            (task.set(queue=settings.NOTIFY_QUEUE) if settings.NOTIFY_QUEUE else task).apply_async()
+            try:
+                (task.set(queue=settings.NOTIFY_QUEUE) if settings.NOTIFY_QUEUE else task).apply_async()
+            except Exception:  # one that fails to enqueue must not take the others with it
+                logger.exception("could not enqueue %s's %s notice of request %s", path, event, request_id)
 
 
 def build_notification(

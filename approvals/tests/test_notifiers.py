@@ -276,6 +276,37 @@ def test_a_broker_failure_while_notifying_does_not_undo_or_block_the_gate(
     assert ApprovalRequest.objects.get(pk=request_.pk).status == "pending"
 
 
+def test_a_notice_that_fails_to_enqueue_leaves_the_others_enqueued(
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sent: list[tuple[Any, ...]] = []
+
+    def broker_hiccup(args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any) -> None:
+        sent.append(args)
+        if len(sent) == 1:
+            raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(tasks.notify_task, "apply_async", broker_hiccup)
+    monkeypatch.setattr("approvals.events.send_requests_opened", lambda **kwargs: None)
+    email, webhook = "approvals.notifiers.email.EmailNotifier", "approvals.notifiers.webhook.WebhookNotifier"
+    with (
+        override_settings(GATEHOUSE_NOTIFIERS=[email, webhook]),
+        caplog.at_level(logging.ERROR, logger="approvals.actions.notify"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        request_ = make_gate()
+
+    assert [args[:3] for args in sent] == [
+        (email, notify.PENDING, request_.pk),  # refused
+        (webhook, notify.PENDING, request_.pk),
+    ]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"could not enqueue {email}'s approval.pending notice of request {request_.pk}"
+    ]
+
+
 def test_a_notification_that_keeps_failing_is_given_up_after_notify_max_retries(
     receiver: str, caplog: pytest.LogCaptureFixture
 ) -> None:
