@@ -1,4 +1,4 @@
-"""Queues, approval requests, the audit ledger and API tokens."""
+"""Queues, approval requests, imported decisions, the audit ledger and API tokens."""
 
 import hashlib
 from typing import Any
@@ -164,6 +164,27 @@ class ApprovalRequest(models.Model):
     def policy_label(self) -> str:
         """How the deciding policy is named on pages: 'small refunds' v3."""
         return f"'{self.policy_name}' v{self.policy_version}" if self.policy_name else ""
+
+
+class ImportedDecision(models.Model):
+    """A decision an imported document listed at one of its checkpoints, kept for the record
+    (exported again, marked imported); the runtime never reads it as a decision."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="imported_decisions")
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="imported_decisions")
+    position = models.PositiveIntegerField(help_text="Its place among the document's decisions.")
+    # The tool's arguments, the edit and the reviewer's message: encrypted with
+    # CHECKPOINT_ENCRYPTION_KEY, when set.
+    record = EncryptedJSONField()
+
+    class Meta:
+        ordering = ["thread_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "position"], name="one_imported_decision_per_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record.get('action', '')} on {self.thread_id} (imported)"
 
 
 class AuditEvent(models.Model):

@@ -3,10 +3,12 @@ a production trace becomes a reproducible test case.
 
 An import never carries authority. The decisions a document lists were made (if at all)
 somewhere else, by people this installation cannot vouch for: they are kept as history on the
-thread (exported again, marked `imported`), never written where the runtime reads decisions.
+thread (ImportedDecision rows, exported again, marked `imported`), never written where the
+runtime reads decisions.
 Every gate the imported head still needs is asked afresh here.
 """
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from agents.gates import GATES_KEY
 from agents.graph import Agent, Gate
 from agents.registry import registry
 from approvals.actions.audit import do_audit
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalRequest, ApprovalStatus, ImportedDecision
 from approvals.transfer_format import FORMAT, CheckpointDoc, ThreadDocument, parse_document
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointNotFound, NewCheckpoint, ThreadData
@@ -29,7 +31,8 @@ from checkpoints.models import Thread, ThreadStatus
 from checkpoints.store import TENANT_METADATA_KEY
 
 HISTORY_KEY = "imported_decisions"
-"""Checkpoint metadata: the decisions an imported document listed there, for the record only."""
+"""Checkpoint metadata where imports once kept a document's decisions (readable, so they are
+ImportedDecision rows now): still exported, never taken from a document."""
 KEPT_AS_EXPORTED = (ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
 """Statuses an import keeps as exported (a failed thread stopped at a gate stays failed)."""
 
@@ -49,11 +52,7 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
     requests = (
         ApprovalRequest.objects.filter(thread=thread).select_related("decided_by").order_by("created_at")
     )
-    history = [
-        {**record, "checkpoint_id": c.id, "imported": True}
-        for c in checkpoints
-        for record in c.metadata.get(HISTORY_KEY, [])
-    ]
+    history = _imported(thread, checkpoints)
     return {
         "format": FORMAT,
         "exported_at": timezone.now().isoformat(),
@@ -69,6 +68,20 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
         "checkpoints": [_checkpoint(c) for c in checkpoints],
         "decisions": history + [_decision(r) for r in requests if str(r.checkpoint_id) in ids],
     }
+
+
+def _imported(thread: Thread, checkpoints: list[CheckpointData]) -> list[dict[str, Any]]:
+    """The decisions imports kept at these checkpoints, in the document's order, marked imported
+    (an import made before ImportedDecision kept them in the checkpoint's metadata)."""
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    kept = ImportedDecision.objects.filter(thread=thread).order_by("position")
+    for checkpoint_id, record in kept.values_list("checkpoint_id", "record"):
+        rows[str(checkpoint_id)].append(record)
+    return [
+        {**record, "checkpoint_id": c.id, "imported": True}
+        for c in checkpoints
+        for record in [*c.metadata.get(HISTORY_KEY, []), *rows[c.id]]
+    ]
 
 
 def _ancestors(by_id: dict[str, CheckpointData], leaf: str) -> set[str]:
@@ -199,7 +212,7 @@ def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUs
             thread_id=new_id,
             agent=agent.name,
             status=ThreadStatus.PAUSED,
-            first=_new(root, root_values, valid=valid, history=history),
+            first=_new(root, root_values, valid=valid),
             metadata=metadata,
         )
         mapped = {root.id: head.id}
@@ -208,10 +221,14 @@ def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUs
                 thread_id=new_id,
                 parent_id=mapped[c.parent_id or ""],
                 expected_head=head.id,
-                checkpoint=_new(c, values, valid=valid, history=history),
+                checkpoint=_new(c, values, valid=valid),
                 status=ThreadStatus.PAUSED,
             )
             mapped[c.id] = head.id
+        ImportedDecision.objects.bulk_create(
+            ImportedDecision(thread_id=new_id, checkpoint_id=mapped[cid], position=i, record=record)
+            for i, (cid, record) in enumerate(history)
+        )
         _settle(
             new_id,
             agent=agent,
@@ -228,30 +245,27 @@ def do_import_thread(valid: ValidImport, *, user: AbstractBaseUser | AnonymousUs
             data={
                 "imported_from": doc.thread.id,
                 "checkpoints": len(valid.checkpoints),
-                "decisions_kept_as_history": sum(len(h) for h in history.values()),
+                "decisions_kept_as_history": len(history),
             },
         )
     return thread
 
 
-def _history(doc: ThreadDocument) -> dict[str, list[dict[str, Any]]]:
-    """The document's decisions by checkpoint, as records (a pending request decided nothing)."""
-    history: dict[str, list[dict[str, Any]]] = {}
-    for d in doc.decisions:
-        if d.status != ApprovalStatus.PENDING:
-            record = d.model_dump(mode="json", exclude={"checkpoint_id", "imported"})
-            history.setdefault(d.checkpoint_id, []).append(record)
-    return history
+def _history(doc: ThreadDocument) -> list[tuple[str, dict[str, Any]]]:
+    """The document's decisions in its order, as (checkpoint id in the document, record); a
+    pending request decided nothing."""
+    return [
+        (d.checkpoint_id, d.model_dump(mode="json", exclude={"checkpoint_id", "imported"}))
+        for d in doc.decisions
+        if d.status != ApprovalStatus.PENDING
+    ]
 
 
-def _new(
-    c: CheckpointDoc, values: dict[str, Any], *, valid: ValidImport, history: dict[str, list[dict[str, Any]]]
-) -> NewCheckpoint:
-    # The keys the runtime and pages read are set here, never taken from the document.
+def _new(c: CheckpointDoc, values: dict[str, Any], *, valid: ValidImport) -> NewCheckpoint:
+    # The keys the runtime and pages read are set here, never taken from the document; the
+    # history key is the importer's own (old imports wrote it), now kept in ImportedDecision.
     metadata = {k: v for k, v in c.metadata.items() if k not in (GATES_KEY, HISTORY_KEY)}
     metadata.update(gate_protocol.gate_metadata(valid.gates[c.id]))
-    if c.id in history:
-        metadata[HISTORY_KEY] = history[c.id]
     return NewCheckpoint(
         values=values,
         source=c.source,
