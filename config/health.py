@@ -3,6 +3,7 @@
 Every probe has a short timeout so the endpoint answers within ~2 s even when a dependency hangs.
 """
 
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,15 +17,17 @@ from redis.retry import Retry
 
 from config.celery import app as celery_app
 
+# Query parameters whose name says secret: redis-py reads a password from `?password=`.
+SECRET_QUERY_VALUE = re.compile(r"((?:[?&])[^=&#]*(?:pass|secret|token)[^=&#]*=)[^&#]*", re.IGNORECASE)
+
 
 def masked_url(url: str) -> str:
-    """The URL with any password replaced by ***, safe to show."""
+    """The URL with any password (in its userinfo or its query) replaced by ***, safe to show."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    username = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{username}:***@{hostport}"))
+    if parts.password is not None:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        url = urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hostport}"))
+    return SECRET_QUERY_VALUE.sub(r"\1***", url)
 
 
 def check_database() -> dict[str, Any]:

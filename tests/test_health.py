@@ -63,3 +63,23 @@ def test_the_web_server_names_no_software_and_keeps_an_idle_connection_past_uvic
 
     assert first.getheader("Server") is None and again.getheader("Server") is None
     assert again.status in (200, 503)  # 503 without a worker; answered either way
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@127.0.0.1:{port}/0",
+        "redis://ops:hunter2@127.0.0.1:{port}/0",
+        "redis://127.0.0.1:{port}/0?password=hunter2",
+        "redis://127.0.0.1:{port}/0?db=1&Password=hunter2&socket_timeout=1",
+        "unix:///tmp/no-such-redis.sock?password=hunter2",
+    ],
+)
+def test_healthz_never_shows_the_redis_password(client: Client, settings: Settings, url: str) -> None:
+    settings.REDIS_URL = url.format(port=free_port())  # nothing listens there: the error is shown too
+
+    body = client.get("/healthz").content.decode()
+
+    assert "hunter2" not in body
+    assert "***" in body

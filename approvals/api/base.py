@@ -25,18 +25,22 @@ class BearerToken(HttpBearer):
 
 
 UNAUTHENTICATED = "Send a valid API token: 'Authorization: Bearer <token>'."
+View = Callable[..., HttpResponse]
 
 
-def bearer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Guard the OpenAPI document like every operation: it maps the API for an attacker."""
+def token_required(auth: Callable[[HttpRequest], Any], *, detail: str) -> Callable[[View], View]:
+    """Guard an API's OpenAPI document like its operations (it maps the API for an attacker)."""
 
-    @wraps(view)
-    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if BearerToken()(request) is None:
-            return JsonResponse({"detail": UNAUTHENTICATED}, status=401)
-        return view(request, *args, **kwargs)
+    def guard(view: View) -> View:
+        @wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if auth(request) is None:
+                return JsonResponse({"detail": detail}, status=401)
+            return view(request, *args, **kwargs)
 
-    return guarded
+        return guarded
+
+    return guard
 
 
 api = NinjaAPI(
@@ -44,7 +48,7 @@ api = NinjaAPI(
     version="1",
     auth=BearerToken(),
     docs_url=None,
-    docs_decorator=bearer_required,
+    docs_decorator=token_required(BearerToken(), detail=UNAUTHENTICATED),
     urls_namespace="api",
 )
 

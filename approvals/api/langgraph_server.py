@@ -29,6 +29,7 @@ from approvals.access import Access
 from approvals.actions.errors import Conflict
 from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
+from approvals.api.base import token_required
 from approvals.api.langgraph_state import SETTLED, STATUS, state_at, thread_state
 from approvals.api.langgraph_stream import STREAM_MODES, langgraph_head, run_events
 from approvals.api.threads import MAX_OFFSET
@@ -58,6 +59,7 @@ api = NinjaAPI(
     version="1",
     auth=ApiKey(),
     docs_url=None,
+    docs_decorator=token_required(ApiKey(), detail="Send a valid API token: 'x-api-key: <token>'."),
     urls_namespace="langgraph",
 )
 

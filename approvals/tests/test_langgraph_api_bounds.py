@@ -120,3 +120,14 @@ def test_a_run_on_a_thread_the_user_may_not_see_answers_as_on_a_missing_one(
     assert taken.status_code in (403, 404, 422)
     hidden.refresh_from_db()
     assert hidden.status == "pending"
+
+
+def test_the_openapi_document_needs_a_token_as_every_operation_does() -> None:
+    anonymous = Client(headers={"Origin": "https://evil.example"}).get("/langgraph/openapi.json")
+    paths = langgraph(make_user("rita", "reviewer")).get("/langgraph/openapi.json").json()["paths"]
+
+    assert (anonymous.status_code, anonymous.json()) == (
+        401,
+        {"detail": "Send a valid API token: 'x-api-key: <token>'."},
+    )
+    assert {"/langgraph/threads", "/langgraph/threads/{thread_id}/runs"} <= set(paths)
