@@ -6,6 +6,9 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from approvals.access import Access
 from approvals.actions.claims import do_release
@@ -13,6 +16,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_delete_policy, do_record_policy_change, policy_facts
 from approvals.actions.threads import do_delete_thread
 from approvals.actions.tokens import do_revoke_tokens
+from approvals.markdown import render_markdown
 from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, Policy, Queue
 from checkpoints.admin import ThreadAdmin
 from checkpoints.digest import canonical_json
@@ -31,6 +35,20 @@ admin.site.has_permission = admins_only  # type: ignore[method-assign]
 def as_json(value: Any) -> str:
     # Encrypted JSON columns are text columns to Django: show their value as JSON, not a repr.
     return canonical_json(value) if value is not None else "-"
+
+
+def page_url(name: str, key: Any) -> str | None:
+    """The app's page for a row ("View on site"), or None when a stored id cannot be in a URL."""
+    try:
+        return reverse(name, args=[key])
+    except NoReverseMatch:
+        return None
+
+
+def gatehouse_link(url: str | None) -> SafeString | str:
+    if url is None:
+        return "-"
+    return format_html('<a href="{}" target="_blank" rel="noopener">View in Gatehouse</a>', url)
 
 
 @admin.register(Queue)
@@ -168,7 +186,24 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     list_select_related = ["claimed_by", "decided_by"]
     actions = ["release_claims"]
     exclude = ["args", "decision_args"]
-    readonly_fields = ["arguments", "decided_arguments"]
+    readonly_fields = ["in_gatehouse", "described", "arguments", "decided_arguments"]
+
+    def view_on_site(self, item: ApprovalRequest) -> str | None:
+        return page_url("approvals:decision", item.pk)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The decision page's link first; the description where the model has it, rendered."""
+        fields = [f for f in super().get_fields(request, obj) if f not in ("in_gatehouse", "described")]
+        return ["in_gatehouse", *("described" if f == "description" else f for f in fields)]
+
+    @admin.display(description="decision page")
+    def in_gatehouse(self, item: ApprovalRequest) -> SafeString | str:
+        return gatehouse_link(page_url("approvals:decision", item.pk))
+
+    @admin.display(description="description")
+    def described(self, item: ApprovalRequest) -> SafeString | str:
+        # Model and tool text is untrusted: rendered as the decision page does, through the sanitizer.
+        return mark_safe(render_markdown(item.description)) if item.description else "-"
 
     @admin.display(description="args")
     def arguments(self, item: ApprovalRequest) -> str:
@@ -228,7 +263,21 @@ admin.site.unregister(Thread)
 
 @admin.register(Thread)
 class AuditedThreadAdmin(ThreadAdmin):
-    """The store's thread admin; deleting a thread is an admin's action, in the ledger."""
+    """The store's thread admin, linking to the thread page; deleting a thread is an admin's
+    action, in the ledger."""
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["in_gatehouse", *super().get_fields(request, obj)]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["in_gatehouse", *super().get_readonly_fields(request, obj)]
+
+    def view_on_site(self, thread: Thread) -> str | None:
+        return page_url("approvals:thread", thread.pk)
+
+    @admin.display(description="thread page")
+    def in_gatehouse(self, thread: Thread) -> SafeString | str:
+        return gatehouse_link(page_url("approvals:thread", thread.pk))
 
     def remove_thread(self, request: HttpRequest, thread_id: str) -> None:
         do_delete_thread(thread_id, user=request.user)  # type: ignore[arg-type]

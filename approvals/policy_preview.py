@@ -1,6 +1,7 @@
 """Preview a new or changed policy: how the whole ordered policy set, with the candidate in
 place, would have decided the last N requests of its tool, next to what happened. Reads only."""
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,6 +10,7 @@ from approvals.actions.policies import EDITABLE, check_policy, groups_named, pol
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
 from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
+from approvals.presentation import LONG_TEXT, humanize
 from checkpoints.backends import get_backend
 
 DEFAULT_LIMIT = 200
@@ -34,6 +36,21 @@ class PreviewRow:
     by_candidate: bool
     """Whether the candidate decides it (else another policy does, e.g. one saved since)."""
 
+    @property
+    def fields(self) -> list[tuple[str, str]]:
+        """The arguments as the page shows them: one per line, text as written (a long one cut,
+        as the ledger cuts it: the row links to the request)."""
+        rows = [
+            (humanize(k), v if isinstance(v, str) else json.dumps(v, indent=2, ensure_ascii=False))
+            for k, v in self.args.items()
+        ]
+        return [(k, v if len(v) <= LONG_TEXT else v[: LONG_TEXT - 1] + "…") for k, v in rows]
+
+    @property
+    def ended(self) -> str:
+        """How the request ended, in the page's words: an undecided one has not ended."""
+        return "still pending" if self.result == ApprovalStatus.PENDING else self.result
+
 
 @dataclass(frozen=True)
 class Preview:
@@ -41,6 +58,11 @@ class Preview:
     changed: list[PreviewRow]
     counts: dict[str, int]
     """How many of the considered requests each outcome (with the candidate) would cover."""
+
+    @property
+    def others_decide(self) -> bool:
+        """Whether another policy than the candidate decides any changed request."""
+        return any(not row.by_candidate for row in self.changed)
 
 
 def candidate(*, policy_id: int | None, fields: dict[str, Any], groups: list[str] | None) -> Rule:

@@ -147,3 +147,35 @@ def test_every_page_names_the_icon_so_no_browser_asks_for_a_missing_favicon_ico(
         assert icon in ada.get(page).content.decode(), page
     assert icon in Client().get("/login/").content.decode()
     assert finders.find("favicon.svg")
+
+
+def test_a_request_in_the_admin_shows_its_description_rendered_safely_and_links_to_its_decision_page() -> (
+    None
+):
+    from tests.factories import make_gate
+
+    item = make_gate(
+        description="Refund **$42.50** to `ORD-1001`. <script>alert(1)</script>[x](javascript:alert(1))"
+    )
+    admin = client_for(make_user("ada", "admin"))
+
+    page = admin.get(f"/admin/approvals/approvalrequest/{item.pk}/change/").content.decode()
+
+    assert "<strong>$42.50</strong>" in page and "<code>ORD-1001</code>" in page
+    assert "**$42.50**" not in page
+    assert "<script>alert(1)" not in page and 'href="javascript' not in page
+    assert f'<a href="/approvals/{item.pk}/" target="_blank" rel="noopener">View in Gatehouse</a>' in page
+    assert f'<a href="/approvals/{item.pk}/" class="viewsitelink">' in page  # Django's "View on site"
+
+
+def test_a_thread_in_the_admin_links_to_its_thread_page() -> None:
+    from tests.factories import make_gate
+
+    item = make_gate()
+    admin = client_for(make_user("ada", "admin"))
+
+    page = admin.get(f"/admin/checkpoints/thread/{item.thread_id}/change/").content.decode()
+
+    link = f'<a href="/threads/{item.thread_id}/" target="_blank" rel="noopener">View in Gatehouse</a>'
+    assert link in page
+    assert f'<a href="/threads/{item.thread_id}/" class="viewsitelink">' in page

@@ -298,3 +298,46 @@ def test_preview_decides_each_request_with_the_effects_done_before_it_and_now_it
     }
     cutoff = (datetime(2020, 6, 1, tzinfo=UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert would(f"now < timestamp('{cutoff}')") == {first.pk: "denied automatically by 'p' v1"}
+
+
+def test_the_preview_page_shows_each_argument_on_its_own_line_not_as_json() -> None:
+    client = admin_client()
+    small = refund(1200)
+
+    html = client.post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
+
+    assert f'data-request="{small.pk}"' in html
+    assert '<dt>Order id</dt><dd class="value-text">ORD-1001</dd>' in html
+    assert '<dt>Amount cents</dt><dd class="value-text">1200</dd>' in html
+    assert "&quot;order_id&quot;" not in html and "{ " not in html
+
+
+def test_the_preview_page_says_a_request_not_decided_yet_is_still_pending() -> None:
+    client = admin_client()
+    waiting, decided = refund(1200), refund(1300)
+    approve(decided, by="rita")
+
+    html = client.post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
+
+    assert f'data-request="{waiting.pk}"' in html and f'data-request="{decided.pk}"' in html
+    assert '<td data-label="Ended">still pending</td>' in html
+    assert '<td data-label="Ended">approved by rita</td>' in html
+    assert '<td data-label="Ended">pending</td>' not in html
+
+
+def test_the_note_on_rows_another_policy_decides_shows_only_when_one_is_marked() -> None:
+    client = admin_client()
+    refund(1200)
+
+    alone = client.post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
+    assert "<strong>1</strong> would have been decided differently" in alone
+    assert "another policy" not in alone
+
+    refund(60000)
+    do_create_policy(
+        actor=None,
+        fields={"name": "big", "tool": "issue_refund", "when": "args.amount_cents > 50000", "action": "deny"},
+    )
+    marked = client.post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
+    assert ">another policy</span>" in marked
+    assert "Rows marked “another policy” change" in marked
