@@ -177,6 +177,37 @@ def test_behind_a_trusted_proxy_a_failure_counts_against_the_address_it_forwards
         live_services.stop(proxied)
 
 
+@pytest.mark.django_db(transaction=True)  # the live server logs in a user this test made
+@pytest.mark.parametrize("trusted", [True, False], ids=["from a trusted proxy", "from anyone else"])
+def test_x_forwarded_proto_is_believed_only_from_a_trusted_proxy(
+    live_services: LiveServices, settings: Any, trusted: bool
+) -> None:
+    # Behind an HTTPS proxy the request must count as https, or every form post fails its CSRF
+    # origin check; from anyone else the header is ignored.
+    settings.FORWARDED_ALLOW_IPS = "127.0.0.1" if trusted else ""
+    rita = make_user(fresh_name(), "reviewer")
+    port = free_port()
+    web = live_services.start_web(port, name="web-https", extra_env={"SECURE_COOKIES": "1"})
+    try:
+        https = {"X-Forwarded-Proto": "https", "X-Forwarded-For": fresh_ip()}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, headers=https) as browser:
+            token = browser.get("/login/").cookies["csrftoken"]
+            origin = f"https://127.0.0.1:{port}"
+            response = browser.post(
+                "/login/",
+                data={"username": rita.username, "password": PASSWORD, "csrfmiddlewaretoken": token},
+                headers={"Origin": origin, "Referer": f"{origin}/login/", "Cookie": f"csrftoken={token}"},
+            )
+    finally:
+        live_services.stop(web)
+
+    if trusted:
+        assert response.status_code == 302
+        assert "secure" in response.headers["set-cookie"].lower()
+    else:
+        assert response.status_code == 403  # an https origin on what the server sees as http
+
+
 @contextlib.contextmanager
 def counted_failure(url: str, *, forwarded_for: str) -> Iterator[str]:
     """Fail one login on the live server with this X-Forwarded-For; yield the address it counted

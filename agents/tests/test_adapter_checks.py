@@ -8,7 +8,7 @@ from langchain_core.tools import tool
 
 from agents.adapters.langgraph_agent import LangGraphAgent, _asked, _chat
 from agents.tests.test_langgraph_edits import Chat, agent_of, answer, stored
-from agents.tools import ToolArgumentsError
+from agents.tools import Approval, ToolArgumentsError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,6 +121,19 @@ def test_an_openai_agents_sdk_agents_bad_gates_are_named_at_startup() -> None:
         name="oa-good", agent=support, gates={"issue_refund": Approval(queue="refunds")}
     )
     assert good.definition_errors() == []
+
+
+def test_an_openai_agents_sdk_agent_with_handoffs_is_refused_at_startup() -> None:
+    from agents.adapters.openai_agents_sdk import OpenAIAgentsSDKAgent
+    from agents.adapters.openai_sdk import Agent
+    from agents.examples.refunds_openai_agents import support
+
+    triage = Agent(name="triage", tools=support.tools, handoffs=[Agent(name="billing")])
+    errors = OpenAIAgentsSDKAgent(
+        name="oa-handoffs", agent=triage, gates={"issue_refund": Approval(queue="refunds")}
+    ).definition_errors()
+
+    assert "handoffs are not supported: a segment runs one agent" in errors
 
 
 def test_an_openai_agents_sdk_edit_is_checked_by_the_tools_own_argument_model() -> None:

@@ -200,7 +200,7 @@ def test_the_policy_admin_form_has_a_preview_button_posting_to_the_preview_page(
 
     page = client.get(f"/admin/approvals/policy/{pid}/change/").content.decode()
 
-    assert 'formaction="/policies/preview/"' in page
+    assert 'formaction="/policies/preview/" formtarget="_blank"' in page  # in a new tab
     assert f'name="_preview_of" value="{pid}"' in page
     assert 'name="_preview_of" value=""' in client.get("/admin/approvals/policy/add/").content.decode()
 
