@@ -139,6 +139,10 @@ class Agent:
     """What an operator may edit in this agent's state and what follows, where it differs from
     native agents (shown on the edit form)."""
 
+    state_editable = True
+    """False: operators cannot edit this agent's state here (its state page is read-only and any
+    change is refused); edit_errors still checks each edit of an editable one."""
+
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
         """Why a person's change of the state from `before` (as stored) to `after` (validated)
         cannot be applied ({} if it can): an adapter whose framework keeps the state may refuse."""

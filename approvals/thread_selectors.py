@@ -90,6 +90,7 @@ def side_context(thread: Thread, user: User) -> dict[str, Any]:
     return {
         **history_context(thread),
         "can_operate": Access.of(user).can_operate,
+        "state_editable": state_editable(thread.agent),
         "paused_by": paused_by(thread),
         "standing": standing_decisions(thread.id),
         "can_revoke_standing": Access.of(user).can_revoke_standing,
@@ -140,32 +141,53 @@ def recorded_changes(thread_id: str, *, checkpoint_ids: list[str]) -> dict[str, 
 
 
 def describe_changes(changes: list[Change], *, limit: int = 2) -> str:
-    """The first changes in one line: 'messages[0].content "…1001" → "…1003"; and 2 more'."""
+    """The first changes in one line: 'messages[0].content “…order ORD-1001” → “…order ORD-1003”;
+    and 2 more'. Texts are quoted; numbers, true/false and null are not."""
     parts = []
     for change in changes[:limit]:
         if change.kind == "changed":
-            old, new = _from_first_difference(change.old_text, change.new_text)
-            parts.append(f"{change.path} “{_short(old)}” → “{_short(new)}”")
+            old, new = _from_first_difference(_note_text(change.old), _note_text(change.new))
+            parts.append(
+                f"{change.path} {_quoted(_short(old), change.old)} → {_quoted(_short(new), change.new)}"
+            )
         else:
             parts.append(f"{change.path} {change.kind}")
     more = len(changes) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+def _note_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _quoted(shown: str, value: Any) -> str:
+    return f"“{shown}”" if isinstance(value, str) else shown
+
+
 def _from_first_difference(old: str, new: str, *, context: int = 16) -> tuple[str, str]:
-    """Both texts from a little before where they first differ: a long value's note shows what
-    changed ('…"amount_cents": 4250}' → '…"amount_cents": 1000}'), not the start they share."""
+    """Both texts from the word where they begin to differ, give or take a few words: a long
+    value's note shows what changed ('…"amount_cents": 4250}' → '…"amount_cents": 1000}'), not
+    the start they share."""
     old, new = " ".join(old.split()), " ".join(new.split())
     shared = next(
         (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
     )
     cut = max(0, shared - context)
+    if cut:
+        # At a word's start (the same in both texts: they agree up to `shared`), a little
+        # earlier rather than later; only a word longer than the context (a URL) is cut inside.
+        back, ahead = old.rfind(" ", max(0, cut - context), cut), old.find(" ", cut, shared)
+        cut = back + 1 if back >= 0 else 0 if cut <= context else ahead + 1 if ahead >= 0 else cut
     return ("…" + old[cut:], "…" + new[cut:]) if cut else (old, new)
 
 
 def _short(text: str, width: int = 40) -> str:
+    """At most `width` characters, cut after a whole word (mid-word only in one longer than half)."""
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    space = text.rfind(" ", 0, width)
+    return (text[:space] if space > width // 2 else text[: width - 1]) + "…"
 
 
 def checkpoint(thread: Thread, checkpoint_id: str) -> CheckpointData:
@@ -212,6 +234,12 @@ def edit_note(agent: str) -> str:
     """What an operator may edit in this agent's state, if its runtime says more than the page does."""
     definition = _registered(agent)
     return definition.edit_note if definition is not None else ""
+
+
+def state_editable(agent: str) -> bool:
+    """Whether operators may edit this agent's state here (False for an agent no longer registered)."""
+    definition = _registered(agent)
+    return definition is not None and definition.state_editable
 
 
 def _registered(agent: str) -> Agent | None:

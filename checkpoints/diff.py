@@ -30,11 +30,13 @@ class Change:
 
     @property
     def old_text(self) -> str:
-        return _text(self.old)
+        """The value before, as shown ("" if it was added: there was none)."""
+        return "" if self.kind == "added" else _text(self.old)
 
     @property
     def new_text(self) -> str:
-        return _text(self.new)
+        """The value after, as shown ("" if it was removed: there is none)."""
+        return "" if self.kind == "removed" else _text(self.new)
 
 
 def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
@@ -82,9 +84,8 @@ def _sort_key(path: str) -> list[tuple[int, Any]]:
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
+    """A string as itself; anything else as JSON, so null and "" differ from a missing value."""
+    if isinstance(value, str) and value:
         return value
     return json.dumps(_readable(value), indent=2, ensure_ascii=False, sort_keys=True)
 

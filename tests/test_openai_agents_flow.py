@@ -9,12 +9,16 @@ from typing import Any
 
 import openai
 import pytest
+from django.db import OperationalError
 from django.test import Client
 
 from agents import llm
 from agents.examples.models import Refund
+from agents.gates import HumanDecision
 from agents.graph import StepContext
 from agents.registry import registry
+from agents.runtime import EffectWithdrawn
+from agents.tools import Decision
 from approvals.models import ApprovalRequest
 from tests.factories import Api, api_for, make_user
 from tests.test_refunds_flow import decide, gate, last_message, wait_status
@@ -81,6 +85,25 @@ def test_an_operators_edit_of_the_sdk_state_is_refused_with_the_reason(api: Api)
     assert api.thread(thread_id)["values"] == head
 
 
+def test_saving_the_sdk_state_unchanged_writes_nothing_and_asks_nothing_again(api: Api) -> None:
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1001")
+    head = api.thread(thread_id)
+    page = Client()
+    page.force_login(make_user("olga", "admin"))
+    shown = page.get(f"/threads/{thread_id}/state/").context["text"]
+
+    saved = page.post(f"/threads/{thread_id}/state/", {"values": shown}, follow=True)
+    with api._client() as client:
+        patched = client.patch(f"/threads/{thread_id}/state", json={"values": {}})
+
+    assert "Nothing changed." in saved.content.decode()
+    assert patched.status_code == 409, patched.text
+    after = api.thread(thread_id)
+    assert after["head"] == head["head"]
+    assert [a["id"] for a in after["pending_approvals"]] == [approval["id"]]
+    assert ApprovalRequest.objects.filter(thread_id=thread_id).count() == 1
+
+
 @pytest.fixture
 def model_answering() -> Iterator[Any]:
     """A model endpoint answering every request with the status the test sets."""
@@ -126,3 +149,39 @@ def test_a_request_the_model_refuses_fails_the_step(settings: Any, model_answeri
 
     with pytest.raises(openai.BadRequestError):
         agent.run_segment(state, ctx)
+
+
+def approved_refund_step(api: Api, *, run_once: Any) -> Any:
+    """Run the step after a waiting refund's approval, the refund's run_once being `run_once`."""
+    thread_id, approval = gate(api, AGENT, "Please refund order ORD-1002")
+    agent: Any = registry.get(AGENT)
+    state = agent.state.model_validate(api.thread(thread_id)["values"])
+    key = ApprovalRequest.objects.get(pk=approval["id"]).key
+    decisions = {key: HumanDecision(kind=Decision.APPROVE, reviewer="ada")}
+    ctx = StepContext(thread_id=thread_id, checkpoint_id="c", decisions=decisions, run_once=run_once)
+    return agent.run_segment(state, ctx)
+
+
+@pytest.mark.parametrize(
+    "error", [OperationalError("lock timeout"), EffectWithdrawn("the thread was cancelled before the refund")]
+)
+def test_an_error_the_runtime_must_see_in_the_approved_tool_is_raised_not_read_by_the_model(
+    api: Api, error: Exception
+) -> None:
+    def failing(key: str, fn: Any) -> Any:
+        raise error
+
+    # The SDK hands a tool's error to the model as text; the step must roll back and retry instead.
+    with pytest.raises(type(error), match=str(error)):
+        approved_refund_step(api, run_once=failing)
+
+
+def test_an_ordinary_error_in_the_approved_tool_is_read_by_the_model_as_the_sdk_does(api: Api) -> None:
+    def failing(key: str, fn: Any) -> Any:
+        raise ValueError("order is locked by finance")
+
+    step = approved_refund_step(api, run_once=failing)
+
+    results = [m["content"] for m in step.update["messages"] if m["role"] == "tool"]
+    assert results == ["An error occurred while running the tool. Please try again."]
+    assert Refund.objects.count() == 0

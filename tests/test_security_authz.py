@@ -133,7 +133,7 @@ APIS = [
     Row("post", "/api/threads/{A}/pause", (NOAUTH, 403, 404, 200, 200)),
     Row("post", "/api/threads/{A}/resume", (NOAUTH, 403, 404, 409, 409)),
     Row("post", "/api/threads/{A}/cancel", (NOAUTH, 403, 404, 200, 200)),
-    Row("patch", "/api/threads/{A}/state", (NOAUTH, 403, 404, 200, 200), {"values": {}}),
+    Row("patch", "/api/threads/{A}/state", (NOAUTH, 403, 404, 409, 409), {"values": {}}),  # nothing to write
     Row("post", "/api/threads/{A}/fork", (NOAUTH, 403, 404, 200, 200), {"checkpoint_id": "{cp}"}),
     Row("post", "/api/threads/{A}/messages", (NOAUTH, 403, 404, 409, 409), {"input": "and another"}),
     Row("post", "/api/imports", (NOAUTH, 403, 403, 400, 400), {"format": "nonsense"}),

@@ -53,8 +53,12 @@ def try_every_door(api: Api, user: User, thread_id: str) -> None:
     assert api.post(f"/threads/{thread_id}/messages", {"input": "just do it"}).status_code == 409
     assert api.post(f"/threads/{thread_id}/pause", {}).status_code == 200
     assert api.post(f"/threads/{thread_id}/resume", {}).json()["status"] == "waiting"
+    messages = api.thread(thread_id)["values"]["messages"]
+    messages[-1]["content"] = "Refunding the order now."  # the call it proposes stays
     with api._client() as client:
-        edited = client.patch(f"/threads/{thread_id}/state", json={"values": {}})
+        unchanged = client.patch(f"/threads/{thread_id}/state", json={"values": {}})
+        edited = client.patch(f"/threads/{thread_id}/state", json={"values": {"messages": messages}})
+    assert unchanged.status_code == 409, unchanged.text  # nothing to write
     assert edited.json()["status"] == "waiting", edited.text
     head = api.thread(thread_id)["head"]
     assert api.post(f"/threads/{thread_id}/fork", {"checkpoint_id": head}).json()["status"] == "waiting"

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic
 from django.db import transaction
 
 from agents import gates as gate_protocol
@@ -35,6 +36,16 @@ ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
 class ThreadStateError(Exception):
     """The thread's status, or its agent's absence, does not allow this action (HTTP 409).
     Nothing was changed."""
+
+
+class NothingChanged(Exception):
+    """A state edit whose values are the head's already: nothing was written (HTTP 409)."""
+
+
+NOTHING_CHANGED = (
+    "Nothing changed. The values are the state at the head already: no checkpoint was written "
+    "and open approvals stand as they were."
+)
 
 
 @dataclass(frozen=True)
@@ -102,13 +113,19 @@ def do_cancel(thread_id: str, *, actor: str) -> ThreadData:
 
 
 def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Written:
-    """Write an `update` checkpoint with edited values. The thread must be paused, waiting or failed."""
+    """Write an `update` checkpoint with edited values, or raise NothingChanged if they are the
+    head's. The thread must be paused, waiting or failed."""
     with transaction.atomic():
         allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
         thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
         agent = registered_agent(thread.agent, verb="edit the state of")
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         valid = check_state(agent, values)
+        # An unchanged save would still supersede the open approvals and ask them again.
+        if valid == _as_stored(agent, head.values):
+            raise NothingChanged(NOTHING_CHANGED)
+        if not agent.state_editable:
+            raise InvalidInput({"values": f"the state of {agent.name!r} threads is not edited here"})
         if errors := agent.edit_errors(before=head.values, after=valid):
             raise InvalidInput(errors)
         valid = agent.edited_state(before=head.values, after=valid)
@@ -125,6 +142,14 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
             reason=reason,
             keep_paused=keep_paused,
         )
+
+
+def _as_stored(agent: Agent, values: dict[str, Any]) -> dict[str, Any]:
+    """The head's values as check_state returns an edit of them (defaults filled in), to compare."""
+    try:
+        return agent.state.model_validate(values).model_dump(mode="json")
+    except pydantic.ValidationError:
+        return values  # a head its schema no longer reads: any valid edit is a change
 
 
 def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None, actor: str) -> Written:

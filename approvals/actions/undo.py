@@ -120,7 +120,8 @@ def do_take_effect_due() -> int:
 
 
 def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
-    """Return a decided request to pending while its undo window is open; audit it."""
+    """Return a decided request to pending, claimed by the user, while its undo window is open;
+    audit it."""
     with transaction.atomic():
         thread_id = ApprovalRequest.objects.values_list("thread_id", flat=True).get(pk=request_id)
         get_backend().lock_thread(thread_id=thread_id)
@@ -149,12 +150,23 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         request_.status, request_.undo_until = ApprovalStatus.PENDING, None
         request_.decided_by, request_.decided_at = None, None
         request_.decision_args, request_.decision_message = None, ""
+        _claim_for(request_, user=user)
+        undone["claimed_by"] = request_.claimed_by.get_username() if request_.claimed_by else ""
         request_.save()
         audit_request(request_, actor=user, action="decision.undo", seen=seen, data=undone)
         routes = [RequestRoute.of(request_)]
         events.on_commit(lambda: events.send_requests_opened(requests=routes))
         events.on_commit(lambda: events.send_requests_closed(requests=routes))  # re-render its page
     return request_
+
+
+def _claim_for(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
+    """Hand the undone request to whoever undid it: they are mid-decision, and deciding cleared
+    the claim. Someone who may not decide its queue leaves it unclaimed."""
+    mine = Access.of(user).can_decide(request_.queue)
+    now = timezone.now() if mine else None
+    request_.claimed_by = user if mine else None  # type: ignore[assignment]
+    request_.claimed_at, request_.claim_active_at = now, now
 
 
 def _record(request_: ApprovalRequest, *, decision: HumanDecision) -> None:

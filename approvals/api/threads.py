@@ -8,6 +8,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from agents.actions import check_start_thread, do_start_thread
+from agents.actions.control import NothingChanged
 from agents.loading import load_checkpoint
 from approvals import thread_selectors
 from approvals.access import Access
@@ -179,9 +180,14 @@ def cancel(request: AuthedRequest, thread_id: str) -> Any:
     "/threads/{thread_id}/state", response={200: ThreadOut, 400: Error, 403: Error, 404: Error, 409: Error}
 )
 def edit_state(request: AuthedRequest, thread_id: str, body: StateIn) -> Any:
+    """Merge `values` into the head's state as an `update` checkpoint. Values that change nothing
+    are a 409 (as for any action the thread's state makes moot): nothing was written."""
     thread = _access(request, thread_id)
     head = thread_selectors.checkpoint(thread, str(thread.head_id))
-    do_edit_state(thread_id, user=request.user, values={**head.values, **body.values})
+    try:
+        do_edit_state(thread_id, user=request.user, values={**head.values, **body.values})
+    except NothingChanged as exc:
+        return Status(409, {"detail": str(exc)})
     return _thread_out(thread_id, request)
 
 

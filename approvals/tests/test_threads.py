@@ -48,6 +48,13 @@ def head_values(thread_id: str) -> dict:
     return get_backend().get(thread_id=thread_id).values
 
 
+def edited_values(thread_id: str) -> dict:
+    """The head's values with the model's last words changed (the call it proposes stays)."""
+    values = head_values(thread_id)
+    values["messages"][-1]["content"] = "Refunding the order now."
+    return values
+
+
 def test_pause_and_resume_a_waiting_thread_keeps_its_gate() -> None:
     olga = make_user("olga", "operator")
     request_ = make_gate()
@@ -328,7 +335,7 @@ def cancel(thread_id: str, gate: str) -> None:
 def pause_and_edit(thread_id: str, gate: str) -> None:
     olga = make_user("olga", "operator")
     do_control(thread_id, user=olga, verb="pause")
-    do_edit_state(thread_id, user=olga, values=head_values(thread_id))
+    do_edit_state(thread_id, user=olga, values=edited_values(thread_id))
 
 
 def fork_from_the_gate(thread_id: str, gate: str) -> None:
@@ -379,7 +386,7 @@ def test_the_api_lists_history_and_diffs_two_checkpoints() -> None:
 def test_the_api_pages_history_with_limit_and_before() -> None:
     olga = make_user("olga", "operator")
     request_ = make_gate()
-    do_edit_state(request_.thread_id, user=olga, values=head_values(request_.thread_id))
+    do_edit_state(request_.thread_id, user=olga, values=edited_values(request_.thread_id))
     client = api(olga)
     url = f"/api/threads/{request_.thread_id}/history"
     every = [c["id"] for c in client.get(url).json()]
@@ -396,7 +403,7 @@ def test_the_api_pages_history_with_limit_and_before() -> None:
 def test_a_history_page_holds_at_most_the_limit_and_at_least_one(monkeypatch: pytest.MonkeyPatch) -> None:
     olga = make_user("olga", "operator")
     request_ = make_gate()
-    do_edit_state(request_.thread_id, user=olga, values=head_values(request_.thread_id))
+    do_edit_state(request_.thread_id, user=olga, values=edited_values(request_.thread_id))
     monkeypatch.setattr("approvals.thread_selectors.HISTORY_LIMIT", 2)  # 1,000 in earnest
     url = f"/api/threads/{request_.thread_id}/history"
 
@@ -604,7 +611,7 @@ def test_the_notes_on_edits_come_from_the_ledger_at_a_cost_that_does_not_grow_wi
     # the argument that changed, not the arguments' text
     assert (
         notes[0]
-        == "state edited by olga: messages[1].tool_calls[0].function.arguments.amount_cents “100” → “200”"
+        == "state edited by olga: messages[1].tool_calls[0].function.arguments.amount_cents 100 → 200"
     )
     assert (len(notes), len(more_notes)) == (2, 14)
     assert many == few  # a note cost two checkpoint loads: the page took 20 queries with 2 edits, 80 with 14

@@ -15,6 +15,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from agents.gates import decisions_at
+from approvals.actions.claims import ClaimConflict, do_claim
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import NotAllowed
 from approvals.actions.tokens import do_create_token
@@ -265,3 +266,21 @@ def test_an_undo_after_the_deadline_passed_gives_the_request_back_its_time_not_a
     undone = ApprovalRequest.objects.get(pk=request_.pk)
     assert undone.status == "pending"
     assert undone.expires_at is not None and undone.expires_at > timezone.now() + timedelta(seconds=55)
+
+
+def test_an_undone_request_stays_claimed_by_the_reviewer_who_undid_it(settings: Settings) -> None:
+    settings.DECISION_UNDO_S = 30
+    rita, sam = make_user("rita", "reviewer"), make_user("sam", "reviewer")
+    request_ = make_gate()
+    do_claim(request_.pk, user=rita)
+    approve(ApprovalRequest.objects.get(pk=request_.pk), rita)
+
+    undone = do_undo(request_.pk, user=rita)
+
+    undone.refresh_from_db()
+    assert (undone.status, undone.claimed_by, undone.is_claimed) == ("pending", rita, True)
+    assert undone.claimed_at is not None and undone.claim_active_at is not None
+    event = AuditEvent.objects.get(action="decision.undo", approval_ref=request_.pk)
+    assert event.data["claimed_by"] == "rita"
+    with pytest.raises(ClaimConflict):  # mid-decision: not free for another reviewer to grab
+        do_claim(request_.pk, user=sam)

@@ -16,6 +16,7 @@ from agents.actions import (
     do_start_thread,
     replay_warnings,
 )
+from agents.actions.control import NothingChanged
 from agents.registry import registry
 from approvals import selectors, thread_selectors
 from approvals.access import Access
@@ -149,6 +150,7 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
         "head": head,
         "text": thread_selectors.pretty(head.values, agent=thread.agent),
         "edit_note": thread_selectors.edit_note(thread.agent),
+        "editable": thread_selectors.state_editable(thread.agent),
         # The edit re-asks the head's gates: a tool that ran there, its step never landed, runs again.
         "warnings": replay_warnings(thread.id, checkpoint_id=head.id),
     }
@@ -162,6 +164,9 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
         except ThreadStateError as exc:
             context["errors"] = {"status": str(exc)}
             return render(request, "approvals/state_edit.html", context, status=409)
+        except NothingChanged as exc:
+            messages.info(request, str(exc))
+            return redirect("approvals:thread", thread_id=thread.id)
         messages.success(request, "State saved as a new checkpoint. Open approvals were asked again.")
         return redirect("approvals:thread", thread_id=thread.id)
     return render(request, "approvals/state_edit.html", context)
