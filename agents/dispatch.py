@@ -21,17 +21,21 @@ def after_commit(
     status: ThreadStatus,
     by_person: bool = False,
     send_step: bool = True,
+    resent: bool = False,
 ) -> None:
     """Once the caller's transaction commits: tell listeners, and enqueue the next step if running.
 
     by_person: a person's action (a decision, resume, edit, fork) set the thread running; its
     step goes to RESUME_QUEUE, ahead of new threads' steps. send_step=False: the caller runs the
-    next step itself (chained steps, agents.runtime)."""
+    next step itself (chained steps, agents.runtime). resent: this follows up a commit made
+    earlier whose own follow-up may have been lost (agents.runtime.run_step); thread_changed
+    then carries resent=True, for receivers that push more than the thread's page."""
+    extra = {"resent": True} if resent else {}
 
     def notify() -> None:
         try:
             signals.thread_changed.send(
-                sender=None, thread_id=thread_id, checkpoint_id=checkpoint_id, status=status
+                sender=None, thread_id=thread_id, checkpoint_id=checkpoint_id, status=status, **extra
             )
         except Exception:  # a page missing one refresh must not stop the run
             logger.exception("could not announce the change of thread %s", thread_id)

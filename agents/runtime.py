@@ -61,30 +61,42 @@ class RetryFrom(Exception):
         self.error = error
 
 
-def run_step(*, thread_id: str, checkpoint_id: str, worker: str, chain_s: float = 0) -> StepOutcome:
+def run_step(
+    *, thread_id: str, checkpoint_id: str, worker: str, chain_s: float = 0, retried: bool = False
+) -> StepOutcome:
     """Run the node after checkpoint_id, if it is still the head of a running thread. Within
     chain_s of starting, run the thread's next node too, and so on, under the same lease: each
     step still commits its checkpoint, but the next one needs no broker round trip, no claim and
-    no head load (docs/architecture.md, "Chained steps")."""
+    no head load (docs/architecture.md, "Chained steps"). retried: an earlier attempt of this
+    task failed with an error, perhaps after its commit landed."""
     try:
         with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as thread:
             if thread is None:
                 get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
                 return StepOutcome("busy")
-            return _run_claimed(
-                thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + chain_s
-            )
+            if thread.head_id == checkpoint_id:
+                return _run_claimed(
+                    thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + chain_s
+                )
     except ThreadNotFound:
         # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
         # is left to run or to write, and a busy retry would wait for a lease nobody can take.
         return StepOutcome("gone")
+    if retried:
+        # The earlier attempt's COMMIT may have landed with its answer lost (the connection died):
+        # its on-commit follow-up never ran and, the lease now released, nothing would send the
+        # head's step before the reconciler's queued rule (RECONCILE_QUEUED_AFTER_S). Sent again
+        # here, after the release so the step does not find the lease busy; if the follow-up did
+        # run, the duplicate step is stale and the pushes re-render what is already shown. Only
+        # a retried task does this: every stale task doing it would echo a duplicate per step.
+        after_commit(thread_id=thread_id, checkpoint_id=thread.head_id, status=thread.status, resent=True)
+    return StepOutcome("stale")
 
 
 def _run_claimed(*, thread: ThreadData, checkpoint_id: str, worker: str, ends: float) -> StepOutcome:
+    """Run the step at checkpoint_id, the head of the thread as claimed."""
     backend = get_backend()
     thread_id = thread.id
-    if thread.head_id != checkpoint_id:
-        return StepOutcome("stale")
     if thread.status != ThreadStatus.RUNNING:
         return StepOutcome("idle", status=thread.status)
     try:

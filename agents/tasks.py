@@ -27,17 +27,18 @@ def advance_thread_task(
     """Run the thread's step at checkpoint_id; chain: then its next steps too, for up to
     STEP_CHAIN_S (a step a person resumed runs alone on the resume queue)."""
     worker = f"{self.request.hostname}:{self.request.id}"
+    errors = self.request.retries - busy  # busy retries are not errors
     try:
         outcome = runtime.run_step(
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
             worker=worker,
             chain_s=settings.STEP_CHAIN_S if chain else 0,
+            retried=errors > 0,
         )
     except RETRYABLE as exc:
         # A later step of the chain is retried from the head the earlier ones committed.
         head = exc.checkpoint_id if isinstance(exc, runtime.RetryFrom) else checkpoint_id
-        errors = self.request.retries - busy  # busy retries are not errors
         if errors >= MAX_RETRIES:
             runtime.fail_thread(thread_id=thread_id, checkpoint_id=head, error=str(exc))
             return "failed"
