@@ -14,11 +14,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, QueryDict
 from django.template.loader import render_to_string
 
-from approvals import events, inbox_push, selectors, thread_selectors
+from approvals import decision_page, events, inbox_push, selectors, thread_selectors
 from approvals.access import Access
+from approvals.actions.decisions import access_request
 from approvals.forms import InboxFilterForm
 from approvals.live_groups import keep_joined
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalRequest
 from approvals.selectors import InboxFilter
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.models import Thread
@@ -218,7 +219,9 @@ class InboxConsumer(RejoiningConsumer):
 
 
 class ThreadConsumer(RejoiningConsumer):
-    """One thread's page (and the decision pages at its gates): status, conversation, closures."""
+    """One thread's page, or the decision page of one of its requests (`?request=<pk>`): each
+    receives only what it shows. A decision page gets its request's panel or status line and
+    the thread's conversation; never another request's panel (it has no element for it)."""
 
     async def connect(self) -> None:
         user = self.scope["user"]
@@ -227,12 +230,15 @@ class ThreadConsumer(RejoiningConsumer):
         query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
         # The thread page also shows the history and the operator's buttons; decision pages do not.
         self.whole_page = query.get("view") == "thread"
+        raw = query.get("request", "")
+        self.request_id = int(raw) if raw.isdigit() and not self.whole_page else None
+        # The panel the page shows (decision_page.panel_mark): pushes replace it only when it differs.
+        self.panel_mark = query.get("panel", "")
         if not await self.admitted(user):
             return
         await self.join(self.group)
         await self.accept()
-        # Catch up from the database: what a reconnecting page missed while its socket was down
-        # (the thread's status and conversation; a decided request's panel, a pending one's status).
+        # Catch up from the database: what a reconnecting page missed while its socket was down.
         await self.resync()
 
     def allowed(self, user: Any) -> bool:
@@ -245,25 +251,35 @@ class ThreadConsumer(RejoiningConsumer):
         await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def resync(self) -> None:
-        """The conversation, and each request's panel (decided) or status line (pending)."""
-        await self.send(text_data=await database_sync_to_async(self._render_thread)())
-        if self.whole_page:
-            return  # the requests' panels and status lines are the decision pages'
-        for request_id, pending in await database_sync_to_async(self._request_states)():
-            render = self._render_changed if pending else self._render_closed
-            await self.send(text_data=await database_sync_to_async(render)(request_id))
-
-    def _request_states(self) -> list[tuple[int, bool]]:
-        rows = ApprovalRequest.objects.filter(thread_id=self.thread_id).values_list("pk", "status")
-        return [(pk, status == ApprovalStatus.PENDING) for pk, status in rows.order_by("pk")]
+        """The page as the database has it: the thread's side, or the request's column and panel."""
+        await self._push(with_status=True)
 
     async def thread_changed(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=await database_sync_to_async(self._render_thread)())
+        await self._push(with_status=False)  # a pause or resume changes a decided request's panel
 
     async def approval_closed(self, event: dict[str, Any]) -> None:
-        if self.whole_page:
-            return  # a decision page's panel: the thread page has none (its side is thread_changed's)
-        await self.send(text_data=await database_sync_to_async(self._render_closed)(event["request_id"]))
+        # Any request's decision changes the conversation's tags; only this page's has its panel.
+        await self._push(with_status=False)
+
+    async def approval_changed(self, event: dict[str, Any]) -> None:
+        if event.get("request_id") == self.request_id:
+            await self._push(with_status=True)
+
+    async def _push(self, *, with_status: bool) -> None:
+        html = await database_sync_to_async(self._render)(with_status=with_status)
+        if html:
+            await self.send(text_data=html)
+
+    def _render(self, *, with_status: bool) -> str:
+        if self.request_id is None:
+            return self._render_thread()
+        try:
+            item = access_request(user=self.scope["user"], request_id=self.request_id)
+        except ApprovalRequest.DoesNotExist:  # deleted, or moved to a queue this user cannot see
+            return ""
+        if item.thread_id != self.thread_id:
+            return ""
+        return self._render_decision(item, with_status=with_status)
 
     def _render_thread(self) -> str:
         try:
@@ -276,28 +292,18 @@ class ThreadConsumer(RejoiningConsumer):
             html += render_to_string("approvals/_thread_side.html", context)
         return html
 
-    async def approval_changed(self, event: dict[str, Any]) -> None:
-        if self.whole_page:
-            return  # a decision page's status line: the thread page has none
-        await self.send(text_data=await database_sync_to_async(self._render_changed)(event["request_id"]))
-
-    def _render_changed(self, request_id: int) -> str:
-        """The request's status line (claim, queue, expiry) on its decision page."""
-        requests = self._requests(request_id)
-        if not requests:
+    def _render_decision(self, item: ApprovalRequest, *, with_status: bool) -> str:
+        """The thread's conversation; the panel if what it shows changed, else its status line."""
+        try:
+            context = {**decision_page.decision_context(item, user=self.scope["user"]), "oob": True}
+        except Thread.DoesNotExist:
             return ""
-        user = self.scope["user"]
-        context = {**selectors.status_context(requests[0], user), "oob": True, "user": user}
-        return render_to_string("approvals/decision.html#status", context)
-
-    def _render_closed(self, request_id: int) -> str:
-        requests = self._requests(request_id)
-        if not requests:
-            return ""
-        user = self.scope["user"]
-        context = {"item": requests[0], "oob": True, "user": user, **selectors.neighbours(user, requests[0])}
-        return render_to_string("approvals/decision.html#panel", context)
-
-    def _requests(self, request_id: int) -> list[ApprovalRequest]:
-        """The request, if it is this thread's (an event names only its own thread's)."""
-        return [r for r in selectors.requests_by_ids([request_id]) if r.thread_id == self.thread_id]
+        # The thread as it is now, where the page shows it: pushes never swap the column's layout
+        # (a reload shows the conversation when asked first), so nothing moves under the reader.
+        html = render_to_string("approvals/_thread_live.html", context)
+        if context["panel_mark"] != self.panel_mark:
+            self.panel_mark = context["panel_mark"]
+            html += render_to_string("approvals/decision.html#panel", context)
+        elif with_status and item.is_pending:
+            html += render_to_string("approvals/decision.html#status", context)
+        return html

@@ -43,7 +43,7 @@ def change_for(*, event_id: str, request_ids: list[int]) -> Change:
         pending = ApprovalRequest.objects.filter(pk__in=request_ids, status=ApprovalStatus.PENDING)
         rows = list(pending.select_related("thread", "claimed_by"))
         if rows:
-            selectors.with_first_messages(rows)
+            selectors.with_asked_messages(rows)
         _changes[event_id] = Change(rows={r.pk: r for r in rows}, counts=selectors.pending_counts())
         while len(_changes) > KEEP_EVENTS:
             _changes.popitem(last=False)

@@ -1,7 +1,6 @@
 """Preview a new or changed policy: how the whole ordered policy set, with the candidate in
 place, would have decided the last N requests of its tool, next to what happened. Reads only."""
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -10,7 +9,7 @@ from approvals.actions.policies import EDITABLE, check_policy, groups_named, pol
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
 from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
-from approvals.presentation import LONG_TEXT, humanize
+from approvals.presentation import LONG_TEXT, arg_rows
 from checkpoints.backends import get_backend
 
 DEFAULT_LIMIT = 200
@@ -40,11 +39,7 @@ class PreviewRow:
     def fields(self) -> list[tuple[str, str]]:
         """The arguments as the page shows them: one per line, text as written (a long one cut,
         as the ledger cuts it: the row links to the request)."""
-        rows = [
-            (humanize(k), v if isinstance(v, str) else json.dumps(v, indent=2, ensure_ascii=False))
-            for k, v in self.args.items()
-        ]
-        return [(k, v if len(v) <= LONG_TEXT else v[: LONG_TEXT - 1] + "…") for k, v in rows]
+        return [(k, v if len(v) <= LONG_TEXT else v[: LONG_TEXT - 1] + "…") for k, v in arg_rows(self.args)]
 
     @property
     def ended(self) -> str:

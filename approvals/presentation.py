@@ -66,11 +66,15 @@ def preview(*, agent: str, action: str, args: dict[str, Any]) -> SafeString:
         log.warning(
             "the renderer of %s.%s failed; showing its arguments plainly", agent, action, exc_info=True
         )
-    rows = [
+    return mark_safe(render_to_string("approvals/_args_preview.html", {"rows": arg_rows(args)}))
+
+
+def arg_rows(args: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each argument as (label, text): text as written, anything else as indented JSON."""
+    return [
         (humanize(k), v if isinstance(v, str) else json.dumps(v, indent=2, ensure_ascii=False))
         for k, v in args.items()
     ]
-    return mark_safe(render_to_string("approvals/_args_preview.html", {"rows": rows}))
 
 
 CHECKPOINT_KEYS = {"previous_head": "Head before", "from_checkpoint": "Forked from"}

@@ -7,13 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
-from approvals.models import ApprovalRequest, ApprovalStatus, Queue
+from approvals.models import RAN, ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointError, CorruptCheckpoint
 from checkpoints.diff import json_object
@@ -114,7 +114,9 @@ def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) 
     requests = pending_requests(user, filters)
     total = requests.count()
     queues = queue_counts(user)
-    items = with_first_messages(list(requests[:INBOX_LIMIT]))
+    # Each gate's checkpoint references ride along: quoting every row's message is one query more.
+    rows = requests.annotate(checkpoint_refs=F("checkpoint__refs"))
+    items = with_asked_messages(list(rows[:INBOX_LIMIT]))
     from approvals import effects
 
     effects.flag_done(user, items)
@@ -132,19 +134,25 @@ def inbox_context(user: AbstractBaseUser | AnonymousUser, filters: InboxFilter) 
     }
 
 
-def with_first_messages(items: list[ApprovalRequest]) -> list[ApprovalRequest]:
-    """Set `first_message` on each request: what its thread's person asked (one query)."""
-    from checkpoints.selectors import first_messages
-
-    found = first_messages([r.thread_id for r in items])
+def with_asked_messages(items: list[ApprovalRequest]) -> list[ApprovalRequest]:
+    """Set `asked_message` on each request: the last user message before its gate, on the gate's
+    branch (a later turn of the thread, not its first message), as the decision page quotes it.
+    Two queries whatever the number of rows; one if the rows carry `checkpoint_refs`."""
+    known = {str(r.checkpoint_id): r.checkpoint_refs for r in items if hasattr(r, "checkpoint_refs")}
+    asked = checkpoint_selectors.last_user_messages(
+        [(r.thread_id, str(r.checkpoint_id)) for r in items], refs=known
+    )
     for item in items:
-        item.first_message = found.get(item.thread_id, "")  # type: ignore[attr-defined]
+        item.asked_message = asked.get(str(item.checkpoint_id), "")  # type: ignore[attr-defined]
     return items
 
 
 def inbox_fingerprint(items: list[ApprovalRequest], queues: list[QueueCount], total: int) -> str:
     """What an inbox shows, hashed: a page skips the catch-up push that would show it the same."""
-    shown = [(r.pk, r.queue, r.claimed_by_id, r.escalated_from, str(r.expires_at)) for r in items]
+    # The thread's status too: a row says when its thread is paused.
+    shown = [
+        (r.pk, r.queue, r.claimed_by_id, r.escalated_from, str(r.expires_at), r.thread.status) for r in items
+    ]
     counts = [(q.name, q.pending, q.claimed) for q in queues]
     return hashlib.sha256(json.dumps([shown, counts, total]).encode()).hexdigest()[:16]
 
@@ -236,22 +244,31 @@ class ConversationItem:
 
 def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()) -> list[ConversationItem]:  # type: ignore[assignment]
     """Turn stored messages into display items: tool calls with parsed arguments, their names,
-    and the human decision on each gated call."""
-    by_key = {r.key: r for r in requests}
+    and the human decision on each gated call (with the arguments it ran with, if edited)."""
+    messages = values.get("messages", [])
+    by_call = requests_by_call(messages, requests=list(requests))
     names: dict[str, str] = {}
     items = []
-    for message in values.get("messages", []):
+    for message in messages:
         calls = []
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
             names[call.get("id", "")] = function.get("name", "")
+            request_ = by_call.get(call.get("id", ""))
+            args, proposed = _pretty(function.get("arguments")), ""
+            if request_ is not None and request_.status in RAN and request_.decision_args is not None:
+                # What ran is the reviewer's edit, as the ledger has it; the message may hold the proposal.
+                written = _parsed(function.get("arguments"))
+                args = _pretty(_ordered_like(request_.decision_args, written))
+                proposed = _pretty(_ordered_like(request_.args, written))
             calls.append(
                 {
                     "id": call.get("id"),
                     "name": function.get("name"),
-                    "args": _pretty(function.get("arguments")),
+                    "args": args,
+                    "proposed": proposed if proposed != args else "",
                     "edited": bool(call.get("edited")),
-                    "request": by_key.get(call.get("id", "")),
+                    "request": request_,
                 }
             )
         items.append(
@@ -265,6 +282,45 @@ def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()
             )
         )
     return items
+
+
+def requests_by_call(
+    messages: list[dict[str, Any]], *, requests: list[ApprovalRequest]
+) -> dict[str, ApprovalRequest]:
+    """The request that decided each tool call, by the call's id (the newest, when one was asked
+    again). A request's key is its call's id, except where an adapter keys its gates otherwise
+    (LangGraph: an interrupt's id and index): such a request answers the first call not yet
+    answered that has its action and proposed arguments, as the adapter matched them."""
+    calls = [c for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    ids = {c.get("id") for c in calls}
+    found = {r.key: r for r in requests if r.key in ids}
+    replaced = {r.supersedes_id for r in requests}
+    others = [r for r in requests if r.key not in ids and r.pk not in replaced]
+    for call in calls:
+        if call.get("id") in found or not others:
+            continue
+        function = call.get("function", {})
+        name, args = function.get("name"), _parsed(function.get("arguments"))
+        match = next((r for r in others if r.action == name and r.args == args), None)
+        if match is not None:
+            others.remove(match)
+            found[call.get("id", "")] = match
+    return found
+
+
+def _ordered_like(value: Any, written: Any) -> Any:
+    """An object with its fields in the order the agent wrote the call's (the database keeps
+    them sorted), any others after."""
+    if not (isinstance(value, dict) and isinstance(written, dict)):
+        return value
+    return {k: value[k] for k in written if k in value} | value
+
+
+def _parsed(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return raw
 
 
 def _object_result(message: dict[str, Any]) -> str:

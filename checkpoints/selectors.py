@@ -10,10 +10,11 @@ from typing import Any
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import BooleanField, F, Func, QuerySet, Subquery, Value
+from django.db.models import BooleanField, F, Func, Q, QuerySet, Subquery, Value
 
-from checkpoints.models import PendingWrite, StoredValue, Thread
+from checkpoints.models import Checkpoint, PendingWrite, StoredValue, Thread
 from checkpoints.storage.crypto import SealError, current_sealer
+from checkpoints.storage.layout import LIST
 
 
 def thread(thread_id: str) -> Thread:
@@ -121,6 +122,66 @@ def first_messages(thread_ids: list[str]) -> dict[str, str]:
         if isinstance(item, dict) and isinstance(item.get("content"), str):
             found[thread_id] = item["content"]
     return found
+
+
+def last_user_messages(
+    checkpoints: list[tuple[str, str]], *, refs: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The newest user message of each (thread id, checkpoint id)'s message list, by checkpoint
+    id: what its person last asked on that branch. One query for the lists' items, one more for
+    the checkpoints whose references `refs` (by checkpoint id) does not carry."""
+    known = dict(refs or {})
+    missing = {c for _, c in checkpoints if c not in known}
+    if missing:
+        known |= {str(k): v for k, v in Checkpoint.objects.filter(id__in=missing).values_list("id", "refs")}
+    runs = {c: _message_runs(known.get(c)) for _, c in checkpoints}
+    items = _list_items([(t, run, low, high) for t, c in checkpoints for run, low, high in runs[c]])
+    sealer = current_sealer()
+    return {c: _last_user_message(items, thread_id=t, runs=runs[c], sealer=sealer) for t, c in checkpoints}
+
+
+def _message_runs(refs: Any) -> list[tuple[int, int, int]]:
+    """(run, first depth, end depth) of each run the `messages` list lives in (its reference:
+    [LIST, digest, length, [[run, first depth], ...]])."""
+    ref = refs.get("messages") if isinstance(refs, dict) else None
+    if not (isinstance(ref, list) and len(ref) == 4 and ref[0] == LIST):
+        return []
+    starts = sorted((int(first), int(run)) for run, first in ref[3])
+    ends = [first for first, _ in starts[1:]] + [int(ref[2])]
+    return [(run, first, end) for (first, run), end in zip(starts, ends, strict=True)]
+
+
+def _list_items(ranges: list[tuple[str, int, int, int]]) -> dict[tuple[str, int, int], str]:
+    """The stored list items of each (thread, run, from depth, to depth), by (thread, run, depth)."""
+    if not ranges:
+        return {}
+    wanted = Q()
+    for thread_id, run, low, high in ranges:
+        wanted |= Q(thread_id=thread_id, run=run, depth__gte=low, depth__lt=high)
+    found = StoredValue.objects.filter(wanted).values_list("thread_id", "run", "depth", "data")
+    return {(thread_id, run or 0, depth or 0): data for thread_id, run, depth, data in found}
+
+
+def _last_user_message(
+    items: dict[tuple[str, int, int], str], *, thread_id: str, runs: list[tuple[int, int, int]], sealer: Any
+) -> str:
+    """The newest user message among the stored items, read from the end (few are opened)."""
+    for run, low, high in reversed(runs):
+        for depth in range(high - 1, low - 1, -1):
+            data = items.get((thread_id, run, depth))
+            if data is None:
+                continue
+            try:
+                message = json.loads(sealer.open(data))
+            except (ValueError, SealError, ImproperlyConfigured):
+                continue
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "user"
+                and isinstance(message.get("content"), str)
+            ):
+                return message["content"]
+    return ""
 
 
 def write_time(*, checkpoint_id: Any, task_id: Any) -> Subquery:

@@ -130,7 +130,7 @@ def test_a_thread_socket_never_receives_another_threads_pushes_whose_id_differs_
             seen.append(message)
             return f'id="decision-panel-{own.pk}"' in message
 
-        async with thread_socket(live_server_url, "acme_42", cookie) as ws:
+        async with thread_socket(live_server_url, "acme_42", cookie, f"?request={own.pk}") as ws:
             await asyncio.sleep(0.2)  # accepted and joined
             await in_thread(lambda: decide(other, by=sam, message="not for acme_42's page"))()
             await in_thread(lambda: decide(own, by=sam, message="for acme_42's page"))()

@@ -14,7 +14,9 @@ import pytest
 import redis
 import websockets
 from django.conf import settings
+from django.contrib.auth.models import User
 
+from approvals import decision_page
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.events import INBOX_GROUP
 from tests.factories import make_gate, make_user
@@ -74,9 +76,12 @@ def test_an_open_decision_page_learns_of_a_decision_made_after_redis_is_flushed(
     cookie = cookie_for("rita", "reviewer")
     sam = make_user("sam", "reviewer")
     request_ = make_gate()
+    # As the decision page connects: its request, and the mark of the panel it shows.
+    mark = decision_page.decision_context(request_, user=User.objects.get(username="rita"))["panel_mark"]
+    query = f"?request={request_.pk}&panel={mark}"
 
     async def scenario() -> str:
-        url = live_server_url.replace("http://", "ws://") + f"/ws/threads/{request_.thread_id}/"
+        url = live_server_url.replace("http://", "ws://") + f"/ws/threads/{request_.thread_id}/{query}"
         headers: Any = {"Cookie": f"sessionid={cookie}"}
         async with websockets.connect(url, additional_headers=headers, origin=live_server_url) as ws:  # type: ignore[arg-type]
             await asyncio.sleep(0.2)  # accepted and joined

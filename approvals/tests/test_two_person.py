@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from agents import gates
+from approvals.actions.claims import do_release
 from approvals.actions.decisions import NotAllowed, check_decision, do_decide
 from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_create_policy
@@ -139,6 +140,7 @@ def test_the_gate_records_the_requirement_and_an_undo_restarts_the_count(setting
     # Back to pending with no approvals: rita's sign-off went with sam's undone approval.
     assert fresh(request_).status == ApprovalStatus.PENDING
     assert describe_signoffs(fresh(request_)) == "0 of 2 approvals"
+    do_release(request_.pk, user=sam)  # the undo left it claimed by sam
     decide(request_, tom)
     assert fresh(request_).status == ApprovalStatus.PENDING
     assert (required.actor_name, required.data["policy"]["name"], required.data["required"]) == (

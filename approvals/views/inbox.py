@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from agents.actions import InvalidInput
-from approvals import selectors
+from approvals import decision_page, selectors
 from approvals.access import Access
 from approvals.actions.claims import do_claim_op, do_touch_claim
 from approvals.actions.decisions import ValidDecision, access_request, check_decision, do_decide
@@ -38,8 +38,20 @@ def inbox(request: AuthedRequest) -> HttpResponse:
         query=request.GET.copy() if valid else QueryDict(),
         can_claim=Access.of(request.user).is_reviewer,
         undo_s=settings.DECISION_UNDO_S,
+        filter_errors=_filter_errors(form),
     )
     return render(request, "approvals/inbox.html", context, status=200 if valid else 400)
+
+
+def _filter_errors(form: InboxFilterForm) -> list[str]:
+    """Each refused filter as a sentence: 'Age: Select a valid choice. 9 is not one of the
+    available choices.' (Django's messages end in a full stop; the page adds none after)."""
+    sentences = []
+    for name, errors in form.errors.items():
+        text = " ".join(str(e).strip() for e in errors)
+        label = str(form.fields[name].label or name.capitalize()) if name in form.fields else "Filters"
+        sentences.append(f"{label}: {text}" + ("" if text.endswith((".", "!", "?")) else "."))
+    return sentences
 
 
 def _item_or_404(request: AuthedRequest, pk: int) -> ApprovalRequest:
@@ -63,22 +75,19 @@ def _moved_away(request: AuthedRequest, *, error: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def decision(request: AuthedRequest, pk: int) -> HttpResponse:
     item = _item_or_404(request, pk)
-    context: dict[str, Any] = {"item": item, "fields": edit_fields(item)}
+    outcome: dict[str, Any] = {}
     if request.method == "POST":
-        outcome = _decide(request, item)
-        if outcome is None and not request.htmx:
+        decided = _decide(request, item)
+        if decided is None and not request.htmx:
             return redirect("approvals:inbox")
-        context.update(outcome or {})
+        outcome = decided or {}
         try:
             item = access_request(user=request.user, request_id=pk)
         except ApprovalRequest.DoesNotExist:
-            return _moved_away(request, error=context.get("error", ""))
+            return _moved_away(request, error=outcome.get("error", ""))
     else:
         do_touch_claim(item.pk, user=request.user)
-    context.update(selectors.status_context(item, request.user))
-    context.update(selectors.neighbours(request.user, item), **selectors.proposal_context(item))
-    context.update(selectors.thread_context(item.thread_id), **selectors.record_context(item, request.user))
-    context["undo_s"] = settings.DECISION_UNDO_S
+    context = {**decision_page.decision_context(item, user=request.user), **outcome}
     template = "approvals/decision.html#panel" if request.htmx else "approvals/decision.html"
     return render(request, template, context, status=context.get("status", 200))
 
@@ -181,6 +190,6 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
     context = {**selectors.status_context(item, request.user), "claim_error": error, "user": request.user}
     if request.htmx.target == f"approval-{item.pk}":
         context["can_claim"] = Access.of(request.user).is_reviewer
-        selectors.with_first_messages([item])
+        selectors.with_asked_messages([item])
         return render(request, "approvals/inbox.html#row", context, status=status)
     return render(request, "approvals/decision.html#status", context, status=status)

@@ -1,0 +1,76 @@
+"""The decision page's context: one builder for the page, its htmx answers and its pushes
+(approvals.consumers), so a panel pushed later shows what a reload shows."""
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from approvals import selectors
+from approvals.access import Access
+from approvals.actions.signoffs import args_mark, describe_signoffs, needs_signoffs
+from approvals.actions.standing import standing_decisions
+from approvals.forms import edit_fields
+from approvals.models import ApprovalRequest, ApprovalStatus
+from checkpoints.models import ThreadStatus
+
+RUNS_THE_CALL = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED)
+
+
+def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
+    """The decision page for this user: the one context its page, its htmx answers and its
+    pushes render, so a panel pushed later shows what a reload shows."""
+    context: dict[str, Any] = {"item": item, "fields": edit_fields(item), "user": user}
+    context.update(selectors.status_context(item, user))
+    context.update(selectors.neighbours(user, item), **selectors.proposal_context(item))
+    context.update(selectors.thread_context(item.thread_id), **selectors.record_context(item, user))
+    context.update(decider_context(item, user=user), undo_s=settings.DECISION_UNDO_S)
+    # Who already signed off cannot take the request from the reviewers it now waits for.
+    context["can_claim"] = context["can_claim"] and not context["signed_off"]
+    context["panel_mark"] = panel_mark(context)
+    return context
+
+
+def decider_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
+    """What this user may do about the request now, and what its decision still waits for."""
+    held_by = item.claimed_by if item.is_claimed and item.claimed_by_id != user.pk else None
+    signed_off = (
+        item.is_pending and needs_signoffs(item) and item.signoffs.filter(reviewer_id=user.pk).exists()
+    )
+    runs = item.status in RUNS_THE_CALL
+    thread = item.thread
+    return {
+        "held_by": held_by,
+        "signed_off": signed_off,
+        "signoffs": describe_signoffs(item) if signed_off else "",
+        # Deciding is refused to everyone but the holder of a claim (check_decision).
+        "may_decide": item.is_pending and held_by is None and Access.of(user).can_decide(item.queue),
+        "standing_rules": [
+            p for p in standing_decisions(item.thread_id) if p.tool == item.action and p.agent == item.agent
+        ]
+        if runs
+        else [],
+        # A paused thread keeps its decisions until an operator resumes it (gates.resume_if_decided).
+        "paused": item.is_decided
+        and thread.status == ThreadStatus.PAUSED
+        and str(thread.head_id) == str(item.checkpoint_id),
+    }
+
+
+def panel_mark(context: dict[str, Any]) -> str:
+    """A digest of what the decision panel shows beyond its status line: a push re-renders the
+    panel (and loses what the reviewer typed in it) only when this changes."""
+    item, held_by = context["item"], context["held_by"]
+    parts = (
+        item.status,
+        item.decided_by_id,
+        item.undo_until,
+        args_mark(item.effective_args),
+        held_by.pk if held_by else None,
+        context["signed_off"],
+        context["may_decide"],
+        context["paused"],
+        [(p.pk, p.until) for p in context["standing_rules"]],
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
