@@ -113,6 +113,7 @@ class Rule:
     order: int = 0
     tool: str = ""
     enabled: bool = True
+    created_at: datetime | None = None
 
     @property
     def label(self) -> str:
@@ -125,25 +126,49 @@ class Rule:
         to a person, whatever order an admin gives a policy."""
         return (bool(self.thread_id), self.order, self.id)
 
-    def applies(self, *, agent: str, thread_id: str, now: datetime) -> bool:
-        """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside)."""
+    def applies(
+        self, *, agent: str, thread_id: str, now: datetime, thread_created: datetime | None = None
+    ) -> bool:
+        """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside).
+        `thread_created` None: the caller does not know the thread's age (see made_on)."""
         return (
             self.agent in ("", agent)
             and self.thread_id in ("", thread_id)
             and (self.until is None or self.until > now)
+            and (thread_created is None or self.made_on(thread_created=thread_created))
         )
+
+    def made_on(self, *, thread_created: datetime) -> bool:
+        """Whether a standing decision was made on this thread, not on an older one of the same
+        id: a deleted thread's id may be used again, by a thread nobody reviewed. That thread is
+        newer than the decision (one on a thread is made after the thread was created)."""
+        return not self.thread_id or (self.created_at is not None and thread_created <= self.created_at)
 
 
 RULE_COLUMNS = (
     *("id", "name", "version", "when", "action", "queue", "approvers", "message"),
-    *("agent", "thread_id", "until", "order"),
+    *("agent", "thread_id", "until", "order", "created_at"),
 )
 
 
-def rules_for(*, agent: str, tool: str, thread_id: str, now: datetime | None = None) -> list[Rule]:
-    """The enabled policies that apply to a call of `tool` by `agent` on the thread, in order."""
+def rules_for(
+    *,
+    agent: str,
+    tool: str,
+    thread_id: str,
+    now: datetime | None = None,
+    thread_created: datetime | None = None,
+    fresh: bool = False,
+) -> list[Rule]:
+    """The enabled policies that apply to a call of `tool` by `agent` on the thread, in order;
+    `fresh`: read from the database, not this process's cache."""
     now = now or timezone.now()
-    return [r for r in tool_rules(tool) if r.applies(agent=agent, thread_id=thread_id, now=now)]
+    rules = load_rules(tool) if fresh else tool_rules(tool)
+    return [
+        r
+        for r in rules
+        if r.applies(agent=agent, thread_id=thread_id, now=now, thread_created=thread_created)
+    ]
 
 
 def tool_rules(tool: str) -> list[Rule]:
@@ -168,22 +193,11 @@ def load_rules(tool: str) -> list[Rule]:
             groups.setdefault(policy_id, []).append(name)
     rules = [
         Rule(
-            id=pk,
-            name=name,
-            version=version,
-            when=when,
-            action=action,
-            queue=queue,
-            approvers=approvers,
-            groups=tuple(sorted(groups.get(pk, []))),
-            message=message,
-            agent=agent,
-            thread_id=thread_id,
-            until=until,
-            order=order,
+            **dict(zip(RULE_COLUMNS, row, strict=True)),  # the columns are the Rule's fields
+            groups=tuple(sorted(groups.get(row[0], []))),
             tool=tool,
         )
-        for pk, name, version, when, action, queue, approvers, message, agent, thread_id, until, order in rows
+        for row in rows
     ]
     return sorted(rules, key=lambda r: r.precedence)
 

@@ -6,7 +6,7 @@ that are not committed. Until then, the transaction that made the change reads t
 (it must see its own change; nothing it reads is cached). Anything that changes policies
 without Policy.save/delete (a queryset update, bulk_create, a flush) calls policies_changed()
 or bump_version(); a flush (post_migrate) bumps by itself. Without Redis, every gate reads the
-database, as before.
+database, as before. A bump that cannot reach Redis is retried in the background until it does.
 """
 
 import logging
@@ -29,6 +29,11 @@ _cached: dict[str, tuple[str, Any]] = {}  # tool -> (version, its rules)
 _local = threading.local()  # .block: the outermost atomic block that changed policies
 _client: redis.Redis | None = None
 _lock = threading.Lock()
+_retrier: threading.Thread | None = None  # announcing lost bumps
+_unannounced = False  # a bump was lost since the retrier last tried
+_retrier_lock = threading.Lock()
+_wake = threading.Event()  # a bump was lost while the retrier waited
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
 
 
 def _redis() -> redis.Redis:
@@ -56,10 +61,55 @@ def current_version() -> str | None:
 def bump_version() -> None:
     """Make every process read the policies again at its next gate."""
     _cached.clear()
+    if not _announce():
+        _retry_in_background()
+
+
+def _announce() -> bool:
     try:
         _redis().set(VERSION_KEY, uuid.uuid4().hex)
     except redis.RedisError as exc:
-        log.warning("policy change not announced (Redis: %s); other processes may use old rules", exc)
+        log.warning("policy change not announced (Redis: %s); retrying in the background", exc)
+        return False
+    return True
+
+
+def _retry_in_background() -> None:
+    """Announce the change once Redis answers again: a Redis back with its old version (restarted
+    from a snapshot) would leave every process trusting rules it cached before the change. The
+    gate still checks the policy it matched (policy_gates), but not the ones it did not."""
+    global _retrier, _unannounced
+    with _retrier_lock:
+        _unannounced = True
+        if _retrier is None or not _retrier.is_alive():  # (a forked child has none running)
+            _retrier = threading.Thread(target=_retry, name="policy-version-bump", daemon=True)
+            _retrier.start()
+        else:
+            _wake.set()  # try soon again, not at the end of a long back-off
+
+
+def _retry() -> None:
+    """Set a new version until one is set after every lost bump (one announces them all)."""
+    global _retrier, _unannounced
+    delay = RETRY_FIRST_S
+    while True:
+        if _wake.wait(delay):
+            _wake.clear()
+            delay = RETRY_FIRST_S
+        with _retrier_lock:
+            _unannounced = False
+        try:
+            _redis().set(VERSION_KEY, uuid.uuid4().hex)
+        except redis.RedisError:
+            delay = min(delay * 2, RETRY_MAX_S)
+            with _retrier_lock:
+                _unannounced = True
+            continue
+        with _retrier_lock:
+            if not _unannounced:  # no bump was lost while this one was on its way
+                _retrier = None
+                log.info("policy change announced after Redis came back")
+                return
 
 
 def _changing_here() -> bool:

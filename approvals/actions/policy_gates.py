@@ -3,62 +3,107 @@ approvers for each request just opened. Runs inside the step's transaction."""
 
 import logging
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
+from approvals import policy_cache
 from approvals.actions.audit import audit_request
 from approvals.actions.decisions import do_decide_by_policy
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, Policy, PolicyAction
 from approvals.policies import Rule, effects_summary, first_match, gate_variables, rules_for
 from checkpoints.backends import get_backend
+from checkpoints.backends.base import ThreadData
 from checkpoints.backends.orm import prepared
 
 log = logging.getLogger(__name__)
 POLICIES = Policy._meta.db_table
+UNTIL = Policy._meta.get_field("until")
 
 
 def do_apply_policies(requests: list[ApprovalRequest], *, thread_id: str, agent: str) -> bool:
     """Apply the first matching policy to each pending request; return True if any was decided
     (the caller then resumes the thread once nothing at the checkpoint is left open)."""
     decided = False
-    metadata: dict[str, Any] | None = None
+    thread = _Thread(thread_id)
     for request_ in requests:
-        rules = rules_for(agent=agent, tool=request_.action, thread_id=thread_id)
-        if not rules:
-            continue
-        if metadata is None and _reads_thread(rules):
-            metadata = get_backend().get_thread(thread_id=thread_id).metadata or {}
-        rule = _first_in_force(rules, variables=_variables(request_, agent=agent, metadata=metadata or {}))
-        if rule is None:
-            continue
-        decided |= _apply(request_, rule=rule)
+        rule = _rule_for(request_, agent=agent, thread=thread)
+        if rule is not None:
+            decided |= _apply(request_, rule=rule)
     return decided
 
 
-def _first_in_force(rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]) -> Rule | None:
-    """The first matching rule whose policy still exists, held to the caller's commit. The rules
-    may be older than a revoke or delete (read before it committed, or cached until its version
-    bump arrives): a deleted one is skipped, as if read after its deletion, and the next tried."""
-    while (rule := first_match(rules, variables=variables)) is not None:
-        if _hold_policy(policy_id=rule.id):
+class _Thread:
+    """The gate's thread, read once and only if a rule needs it (a query)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.id = thread_id
+
+    @cached_property
+    def data(self) -> ThreadData:
+        return get_backend().get_thread(thread_id=self.id)
+
+
+def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule | None:
+    """The first matching rule in force. If the matched policy changed since the rules were read
+    (cached, and the change's version bump lost), read them from the database and match again;
+    if it changed again meanwhile, no rule decides: a person does."""
+    for fresh in (False, True):
+        rules = _rules(request_.action, agent=agent, thread=thread, fresh=fresh)
+        if not rules:
+            return None
+        metadata = (thread.data.metadata or {}) if _reads_thread(rules) else {}
+        rule, stale = _first_in_force(rules, variables=_variables(request_, agent=agent, metadata=metadata))
+        if rule is None or not stale:
             return rule
-        rules = [r for r in rules if r.id != rule.id]
+        log.warning("policy %s changed since this process read it; reading the policies again", rule.label)
+        policy_cache.bump_version()  # tell the other processes too: the change's own bump was lost
     return None
 
 
-def _hold_policy(*, policy_id: int) -> bool:
-    """Whether the policy exists; on Postgres its row is then held FOR KEY SHARE to the commit.
+def _rules(tool: str, *, agent: str, thread: _Thread, fresh: bool) -> list[Rule]:
+    rules = rules_for(agent=agent, tool=tool, thread_id=thread.id, fresh=fresh)
+    if any(r.thread_id for r in rules):  # a standing decision: only on the thread it was made on
+        rules = [r for r in rules if r.made_on(thread_created=thread.data.created_at)]
+    return rules
+
+
+def _first_in_force(
+    rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]
+) -> tuple[Rule | None, bool]:
+    """The first matching rule and whether it is stale (then it must not decide); if not, its
+    policy is held to the caller's commit. The rules may be older than a change (read before it
+    committed, or cached until its version bump arrives): a deleted policy is skipped, as if
+    read after its deletion, and the next tried; an edited, disabled or expired one is stale."""
+    while (rule := first_match(rules, variables=variables)) is not None:
+        held = _hold_policy(rule)
+        if held is None:
+            rules = [r for r in rules if r.id != rule.id]
+        else:
+            return rule, not held
+    return None, False
+
+
+def _hold_policy(rule: Rule) -> bool | None:
+    """Whether the rule's policy is still in force as read (same version, enabled, not expired);
+    None if it was deleted. On Postgres its row is then held FOR KEY SHARE to the commit.
 
     The request's foreign key to it is checked only at the commit (deferred), too late: a
     delete committed meanwhile made that commit an IntegrityError, and the step was retried.
-    Held, a revoke or delete (which locks the row FOR UPDATE first) waits for the gate's
-    commit, then clears the request's link (SET_NULL; the decision keeps the rule's name and
-    version). Deletes lock the policy before the ledger, as the gate does, so no deadlock.
-    SQLite has no row locks: the step's transaction already holds its write lock."""
+    Held, a change or delete (which locks the row FOR UPDATE first) waits for the gate's
+    commit; a delete then clears the request's link (SET_NULL; the decision keeps the rule's
+    name and version). Deletes lock the policy before the ledger, as the gate does, so no
+    deadlock. SQLite has no row locks: the step's transaction already holds its write lock."""
     lock = " FOR KEY SHARE" if connection.features.has_select_for_update else ""
-    return prepared.fetch_one(f"SELECT 1 FROM {POLICIES} WHERE id = %s{lock}", [policy_id]) is not None
+    now = UNTIL.get_db_prep_value(timezone.now(), connection)
+    in_force = "version = %s AND enabled AND (until IS NULL OR until > %s)"  # on the row as locked
+    row = prepared.fetch_one(
+        f"SELECT {in_force} FROM {POLICIES} WHERE id = %s{lock}", [rule.version, now, rule.id]
+    )
+    return None if row is None else bool(row[0])
 
 
 def _reads_thread(rules: list[Rule]) -> bool:

@@ -104,6 +104,22 @@ def do_revoke_standing(policy: Policy, *, actor: AbstractBaseUser) -> None:
     do_delete_policy(policy.pk, actor=actor)
 
 
+def do_delete_standing_decisions(thread_id: str, *, actor: AbstractBaseUser) -> list[int]:
+    """Delete every decision standing on the thread (its id may be used again, by a new thread
+    nobody reviewed); each is audited as policy.delete and bumps the policies' version at the
+    commit. Return their ids. Call in the transaction that deletes the thread, with it locked."""
+    ids = list(
+        Policy.objects.select_for_update()
+        .exclude(thread_id="")
+        .filter(thread_id=thread_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for policy_id in ids:
+        do_delete_policy(policy_id, actor=actor)
+    return ids
+
+
 def standing_decisions(thread_id: str) -> list[Policy]:
     """The thread's standing decisions in force, newest first."""
     now = timezone.now()

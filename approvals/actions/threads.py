@@ -10,6 +10,7 @@ from approvals import events
 from approvals.access import Access
 from approvals.actions.audit import appended_last, do_audit
 from approvals.actions.errors import NotAllowed
+from approvals.actions.standing import do_delete_standing_decisions
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import RequestRoute
 from checkpoints import selectors as checkpoint_selectors
@@ -108,9 +109,9 @@ def _audit_write(
 
 
 def do_delete_thread(thread_id: str, *, user: User) -> None:
-    """Delete a thread with its checkpoints and requests (an admin's, in Django admin); the ledger
-    keeps who did it and what went: its agent, status, head state's digest, checkpoints and the
-    requests still pending."""
+    """Delete a thread with its checkpoints, requests and standing decisions (an admin's, in
+    Django admin); the ledger keeps who did it and what went: its agent, status, head state's
+    digest, checkpoints, the requests still pending and the standing decisions."""
     if not Access.of(user).is_admin:
         raise NotAllowed("Only admins may delete threads.")
     with transaction.atomic(), appended_last():
@@ -132,6 +133,7 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
                 get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
             )
         routes = [RequestRoute.of(r) for r in pending]
+        data["standing_decisions"] = do_delete_standing_decisions(thread_id, actor=user)
         get_backend().delete_thread(thread_id=thread_id)
         events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
         do_audit(
