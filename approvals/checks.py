@@ -1,5 +1,5 @@
 """Startup checks for the inbox's settings (registered in ApprovalsConfig.ready): a notify backoff
-the broker would cut short fails `manage.py check`."""
+the broker would cut short, or a resend delay shorter than a retry's wait, fails `manage.py check`."""
 
 from typing import Any
 
@@ -28,6 +28,10 @@ def notify_retry_cap_s() -> float:
 
 
 def check_notify_backoff(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return [*_check_first_backoff(), *_check_resend_delay()]
+
+
+def _check_first_backoff() -> list[CheckMessage]:
     base, cap = float(settings.NOTIFY_RETRY_BASE_S), notify_retry_cap_s()
     if base <= cap:
         return []
@@ -38,5 +42,21 @@ def check_notify_backoff(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             "without being delivered twice.",
             hint="Lower NOTIFY_RETRY_BASE_S or raise CELERY_VISIBILITY_TIMEOUT.",
             id="approvals.E001",
+        )
+    ]
+
+
+def _check_resend_delay() -> list[CheckMessage]:
+    # A notice is touched at each try: one waiting out a retry's countdown (up to the cap) must not
+    # look lost to the sweep, or every retrying notification would be sent twice.
+    resend, cap = float(settings.NOTIFY_RESEND_AFTER_S), notify_retry_cap_s()
+    if resend > cap:
+        return []
+    return [
+        Error(
+            f"NOTIFY_RESEND_AFTER_S ({resend:g} s) does not exceed the longest notify backoff ({cap:g} s): "
+            "the sweep would resend notifications that are only waiting for their retry.",
+            hint="Leave NOTIFY_RESEND_AFTER_S unset (the broker's visibility_timeout) or raise it.",
+            id="approvals.E002",
         )
     ]

@@ -1,4 +1,5 @@
-"""Queues, approval requests, imported decisions, the audit ledger and API tokens."""
+"""Queues, approval requests, imported decisions, the notification outbox, the audit ledger and API
+tokens."""
 
 import hashlib
 from typing import Any
@@ -185,6 +186,40 @@ class ImportedDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.record.get('action', '')} on {self.thread_id} (imported)"
+
+
+class NoticeStatus(models.TextChoices):
+    QUEUED = "queued"
+    SENT = "sent"
+    DROPPED = "dropped"
+    """Not sent: the request was decided or moved on, or its notifier is no longer configured."""
+    GAVE_UP = "gave_up"
+
+
+class OutboxNotice(models.Model):
+    """One notification for one notifier, written in the transaction of the event it tells of
+    (the transactional outbox): a notice lost with the broker is resent by the sweep."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="notices")
+    notifier = models.CharField(max_length=200, help_text="The notifier's dotted path.")
+    event = models.CharField(max_length=32)
+    event_queue = models.CharField(max_length=64, help_text="The queue the event happened in.")
+    delivery_id = models.CharField(max_length=32, unique=True, help_text="Receivers drop duplicates by it.")
+    status = models.CharField(max_length=16, choices=NoticeStatus, default=NoticeStatus.QUEUED)
+    tries = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    touched_at = models.DateTimeField(help_text="When it was last handed to the broker or tried.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["status", "touched_at"]),
+            models.Index(fields=["status", "finished_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} of {self.request_id} to {self.notifier} ({self.status})"
 
 
 class AuditEvent(models.Model):

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from approvals.actions.claims import do_release_idle_claims
 from approvals.actions.expiry import do_expire_due
-from approvals.actions.notify import do_send_notification
+from approvals.actions.notify import do_give_up_notice, do_send_notification, do_sweep_notices
 from approvals.actions.undo import do_take_effect, do_take_effect_due
 from approvals.checks import notify_retry_cap_s
 
@@ -40,6 +40,12 @@ def release_idle_claims_task() -> int:
     return do_release_idle_claims()
 
 
+@shared_task
+def sweep_notices_task() -> int:
+    """Resend notifications whose task was lost with the broker; delete old finished ones."""
+    return do_sweep_notices()
+
+
 def backoff_s(retries: int) -> float:
     """Exponential with jitter (±20%): base, 2 x base, 4 x base ... capped at half the broker's
     visibility_timeout (at most ten minutes), so no retry is delivered twice."""
@@ -67,11 +73,13 @@ def notify_task(
         )
     except ImproperlyConfigured:
         log.exception("notifier %s is misconfigured; not retrying", notifier_path)
+        do_give_up_notice(delivery_id=delivery_id)
         return False
     except Exception as exc:
         if self.request.retries >= settings.NOTIFY_MAX_RETRIES:
             tries = self.request.retries + 1
             log.exception("giving up on %s for request %s after %s tries", notifier_path, request_id, tries)
+            do_give_up_notice(delivery_id=delivery_id)
             return False
         log.warning("notifier %s failed (%s); retrying", notifier_path, exc)
         raise self.retry(exc=exc, countdown=backoff_s(self.request.retries)) from exc

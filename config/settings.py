@@ -376,6 +376,16 @@ NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8)  # threads of the notify w
 NOTIFY_DB_POOL_SIZE = env_int("NOTIFY_DB_POOL_SIZE", 2)
 NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
 NOTIFY_RETRY_BASE_S = float(os.environ.get("NOTIFY_RETRY_BASE_S", "5"))  # doubles on each retry
+# A notification still unsent this long after it was last enqueued or tried is resent (its task
+# was lost with Redis). The broker's visibility_timeout: Redis redelivers an unacknowledged task
+# by then, and a retry waits half of it at most, so a live one is seldom resent (approvals.E002).
+NOTIFY_RESEND_AFTER_S = env_int(
+    "NOTIFY_RESEND_AFTER_S", CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+)
+CELERY_BEAT_SCHEDULE["resend-notifications"] = {
+    "task": "approvals.tasks.sweep_notices_task",
+    "schedule": float(INBOX_SWEEP_INTERVAL_S),
+}
 NOTIFY_EMAIL_TO = [a.strip() for a in os.environ.get("NOTIFY_EMAIL_TO", "").split(",") if a.strip()]
 NOTIFY_WEBHOOK_URL = os.environ.get("NOTIFY_WEBHOOK_URL", "")
 NOTIFY_WEBHOOK_SECRET = os.environ.get("NOTIFY_WEBHOOK_SECRET", "")

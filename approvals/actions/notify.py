@@ -5,6 +5,11 @@ logged, not raised) on their own queue (NOTIFY_QUEUE), which the steps' workers 
 and each (notifier, request) is its own Celery task that retries with backoff, so one slow or
 failing receiver delays nobody else.
 
+Nothing is lost with the broker: each notice is first an OutboxNotice row, written in the
+transaction of its event, and marked sent (or dropped, or given up) by its task. The sweep
+resends a row still queued after NOTIFY_RESEND_AFTER_S: its message was lost (Redis restarted
+empty, or was down at the commit).
+
 A notification carries the queue its event happened in, and is dropped if the request has moved
 on by the time it is sent (a retry outlasting an escalation): the move's own notice tells the
 queue it went to, and the stale one would have told it twice.
@@ -12,41 +17,79 @@ queue it went to, and the stale one would have told it twice.
 
 import logging
 import uuid
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from approvals import events
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalStatus, NoticeStatus, OutboxNotice
 from approvals.notifiers import ESCALATED, PENDING, Notification, get_notifier
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ESCALATED", "PENDING", "build_notification", "do_send_notification", "notify_on_commit"]
+__all__ = [
+    "ESCALATED",
+    "PENDING",
+    "build_notification",
+    "do_give_up_notice",
+    "do_send_notification",
+    "do_sweep_notices",
+    "notify_on_commit",
+]
+
+RESEND_BATCH = 500
+FINISHED = (NoticeStatus.SENT, NoticeStatus.DROPPED, NoticeStatus.GAVE_UP)
+KEEP_FINISHED = timedelta(days=7)
+"""How long a sent, dropped or given-up notice is kept before the sweep deletes it."""
 
 
 def notify_on_commit(*, event: str, request_ids: list[int]) -> None:
-    """Enqueue one notification task per configured notifier and request, after the commit.
-    Call once the requests are in the queues the event put them in."""
+    """Record one notice per configured notifier and request, and enqueue each after the commit.
+    Call inside the event's transaction, once the requests are in the queues it put them in."""
     paths = list(settings.GATEHOUSE_NOTIFIERS)
-    if paths and request_ids:
-        queues = dict(ApprovalRequest.objects.filter(pk__in=request_ids).values_list("pk", "queue"))
-        routes = [(pk, queues.get(pk)) for pk in request_ids]
-        events.on_commit(lambda: _enqueue(event=event, routes=routes, paths=paths))
+    if not paths or not request_ids:
+        return
+    queues = dict(ApprovalRequest.objects.filter(pk__in=request_ids).values_list("pk", "queue"))
+    now = timezone.now()
+    notices = OutboxNotice.objects.bulk_create(
+        OutboxNotice(
+            request_id=pk,
+            notifier=path,
+            event=event,
+            event_queue=queues[pk],
+            delivery_id=uuid.uuid4().hex,
+            touched_at=now,
+        )
+        for pk in request_ids
+        if pk in queues
+        for path in paths
+    )
+    events.on_commit(lambda: _enqueue(notices))
 
 
-def _enqueue(*, event: str, routes: list[tuple[int, str | None]], paths: list[str]) -> None:
+def _enqueue(notices: list[OutboxNotice]) -> None:
+    for notice in notices:
+        try:
+            _send_task(notice)
+        except Exception:  # one that fails to enqueue must not take the others with it; the sweep resends it
+            logger.exception(
+                "could not enqueue %s's %s notice of request %s",
+                notice.notifier,
+                notice.event,
+                notice.request_id,
+            )
+
+
+def _send_task(notice: OutboxNotice) -> None:
     from approvals.tasks import notify_task
 
-    for request_id, event_queue in routes:
-        delivery_id = uuid.uuid4().hex
-        for path in paths:
-            task = notify_task.s(path, event, request_id, delivery_id, event_queue=event_queue)
-            try:
-                (task.set(queue=settings.NOTIFY_QUEUE) if settings.NOTIFY_QUEUE else task).apply_async()
-            except Exception:  # one that fails to enqueue must not take the others with it
-                logger.exception("could not enqueue %s's %s notice of request %s", path, event, request_id)
+    task = notify_task.s(
+        notice.notifier, notice.event, notice.request_id, notice.delivery_id, event_queue=notice.event_queue
+    )
+    (task.set(queue=settings.NOTIFY_QUEUE) if settings.NOTIFY_QUEUE else task).apply_async()
 
 
 def build_notification(
@@ -84,11 +127,79 @@ def build_notification(
 def do_send_notification(
     *, notifier_path: str, event: str, request_id: int, delivery_id: str, event_queue: str | None = None
 ) -> bool:
-    """Send one notification; False when there was nothing to send. Raises when the notifier fails."""
+    """Send one notification and mark its notice; False when there was nothing to send (or it
+    was already sent: a resent copy). Raises when the notifier fails."""
+    if not _start_try(delivery_id=delivery_id):
+        return False
     notification = build_notification(
         event=event, request_id=request_id, delivery_id=delivery_id, event_queue=event_queue
     )
     if notification is None:
+        _finish(delivery_id=delivery_id, status=NoticeStatus.DROPPED)
         return False
     get_notifier(notifier_path).send(notification)
+    _finish(delivery_id=delivery_id, status=NoticeStatus.SENT)
     return True
+
+
+def do_give_up_notice(*, delivery_id: str) -> None:
+    """Mark the notice given up: its task stops retrying and the sweep leaves it alone."""
+    _finish(delivery_id=delivery_id, status=NoticeStatus.GAVE_UP)
+
+
+def _start_try(*, delivery_id: str) -> bool:
+    """Count a try of a queued notice; False when it is finished. A task enqueued before the
+    outbox existed has no row, and is tried as it was."""
+    notices = OutboxNotice.objects.filter(delivery_id=delivery_id)
+    if notices.filter(status=NoticeStatus.QUEUED).update(touched_at=timezone.now(), tries=F("tries") + 1):
+        return True
+    return not notices.exists()
+
+
+def _finish(*, delivery_id: str, status: NoticeStatus) -> None:
+    OutboxNotice.objects.filter(delivery_id=delivery_id, status=NoticeStatus.QUEUED).update(
+        status=status, finished_at=timezone.now()
+    )
+
+
+def do_sweep_notices(*, now: datetime | None = None) -> int:
+    """Resend notices still queued NOTIFY_RESEND_AFTER_S after they were last enqueued or tried,
+    and delete those finished KEEP_FINISHED ago. Returns how many were resent.
+
+    A live notice is touched at least every retry countdown (at most half the broker's
+    visibility_timeout), and Redis itself redelivers an unacknowledged one after visibility_timeout,
+    so a row this old is almost always one whose message was lost. When it was not (a long
+    backlog, a worker that died holding it) it is sent twice, with the same delivery id: a copy
+    run after the first finished is skipped, and receivers drop the rest by the delivery id."""
+    now = now or timezone.now()
+    due = OutboxNotice.objects.filter(
+        status=NoticeStatus.QUEUED, touched_at__lte=now - timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S)
+    )
+    # Nothing to tell: the request no longer waits, or its notifier is no longer configured.
+    due.filter(
+        ~Q(request__status=ApprovalStatus.PENDING) | ~Q(notifier__in=settings.GATEHOUSE_NOTIFIERS)
+    ).update(status=NoticeStatus.DROPPED, finished_at=now)
+    resent = _resend(list(due.order_by("touched_at", "id")[:RESEND_BATCH]), now=now)
+    OutboxNotice.objects.filter(status__in=FINISHED, finished_at__lte=now - KEEP_FINISHED).delete()
+    return resent
+
+
+def _resend(notices: list[OutboxNotice], *, now: datetime) -> int:
+    resent: list[int] = []
+    for notice in notices:
+        try:
+            _send_task(notice)
+        except Exception as exc:  # the broker is still down: the rest wait for the next sweep
+            logger.warning(
+                "could not resend %s unsent notices (%s); retrying at the next sweep",
+                len(notices) - len(resent),
+                exc,
+            )
+            break
+        resent.append(notice.pk)
+    OutboxNotice.objects.filter(pk__in=resent).update(touched_at=now)
+    if resent:
+        logger.warning(
+            "resent %s notices still unsent after %s s", len(resent), settings.NOTIFY_RESEND_AFTER_S
+        )
+    return len(resent)

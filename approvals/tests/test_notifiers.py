@@ -7,12 +7,14 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core import mail
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -24,6 +26,7 @@ from agents.tools import Expiry
 from approvals import tasks
 from approvals.actions import notify
 from approvals.actions.expiry import do_expire_due
+from approvals.models import ApprovalRequest, NoticeStatus, OutboxNotice
 from approvals.notifiers import BaseNotifier, Notification, webhook
 from approvals.notifiers.email import EmailNotifier
 from approvals.notifiers.webhook import WebhookNotifier, sign
@@ -243,6 +246,10 @@ def test_a_pending_notice_still_retrying_when_its_request_escalates_is_dropped(
     assert args[:3] == (path, notify.ESCALATED, request_.pk)
     # Refunds' reviewers no longer can act on it; supervisors are told once, of the escalation.
     assert [m.subject for m in mail.outbox] == ["[Gatehouse] Escalated to supervisors: issue_refund"]
+    assert list(OutboxNotice.objects.values_list("event", "event_queue", "status")) == [
+        (notify.PENDING, "refunds", NoticeStatus.DROPPED),
+        (notify.ESCALATED, "supervisors", NoticeStatus.SENT),
+    ]
 
 
 def test_no_notification_for_a_request_already_decided() -> None:
@@ -324,3 +331,150 @@ def test_a_notification_that_keeps_failing_is_given_up_after_notify_max_retries(
     assert [r.getMessage() for r in caplog.records if "giving up" in r.getMessage()] == [
         f"giving up on {path} for request {request_.pk} after 3 tries"
     ]
+
+
+# --- The outbox: a notice is a row written with its event, marked by its task, resent by the sweep.
+
+EMAIL = "approvals.notifiers.email.EmailNotifier"
+
+
+def gate_with_lost_notices(
+    monkeypatch: pytest.MonkeyPatch, captured: DjangoCaptureOnCommitCallbacks
+) -> tuple[Any, list[tuple[Any, ...]]]:
+    """A gate whose notice the broker refused at the commit (Redis down); what is enqueued later
+    is kept (args) instead of being handed to a broker."""
+    enqueued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr("approvals.events.send_requests_opened", lambda **kwargs: None)
+
+    def broker_down(args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(tasks.notify_task, "apply_async", broker_down)
+    with captured(execute=True):
+        request_ = make_gate()
+    monkeypatch.setattr(
+        tasks.notify_task,
+        "apply_async",
+        lambda args, kwargs, **options: enqueued.append((*args, kwargs["event_queue"])),
+    )
+    return request_, enqueued
+
+
+def run_notify_task(args: tuple[Any, ...]) -> Any:
+    *positional, event_queue = args
+    return tasks.notify_task.apply(args=tuple(positional), kwargs={"event_queue": event_queue}).result
+
+
+@override_settings(
+    GATEHOUSE_NOTIFIERS=[EMAIL], NOTIFY_EMAIL_TO=["ops@example.com"], NOTIFY_RESEND_AFTER_S=300
+)
+def test_a_notice_the_broker_refused_at_the_commit_is_resent_by_the_sweep_once_unsent_long_enough(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    request_, enqueued = gate_with_lost_notices(monkeypatch, django_capture_on_commit_callbacks)
+    [notice] = OutboxNotice.objects.all()
+    assert (notice.request_id, notice.notifier, notice.event, notice.status) == (
+        request_.pk,
+        EMAIL,
+        notify.PENDING,
+        NoticeStatus.QUEUED,
+    )
+
+    # Merely queued or retrying for a while: not resent.
+    assert notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=290)) == 0
+    assert notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=310)) == 1
+    [resent] = enqueued
+    assert resent == (EMAIL, notify.PENDING, request_.pk, notice.delivery_id, "refunds")
+    assert run_notify_task(resent) is True
+
+    [message] = mail.outbox
+    assert message.extra_headers["X-Gatehouse-Delivery"] == notice.delivery_id
+    notice.refresh_from_db()
+    assert (notice.status, notice.tries, notice.finished_at is not None) == (NoticeStatus.SENT, 1, True)
+    assert notify.do_sweep_notices(now=timezone.now() + timedelta(hours=1)) == 0  # sent: left alone
+
+
+@override_settings(
+    GATEHOUSE_NOTIFIERS=[EMAIL], NOTIFY_EMAIL_TO=["ops@example.com"], NOTIFY_RESEND_AFTER_S=300
+)
+def test_a_resent_copy_of_a_notice_already_sent_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    _, enqueued = gate_with_lost_notices(monkeypatch, django_capture_on_commit_callbacks)
+    notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=310))
+    notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=620))  # the first copy was slow
+    [first, copy] = enqueued
+
+    assert (run_notify_task(first), run_notify_task(copy)) == (True, False)
+    assert len(mail.outbox) == 1
+
+
+@override_settings(
+    GATEHOUSE_NOTIFIERS=[EMAIL], NOTIFY_EMAIL_TO=["ops@example.com"], NOTIFY_RESEND_AFTER_S=300
+)
+def test_the_sweep_drops_instead_of_resending_an_unsent_notice_of_a_request_decided_meanwhile(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    request_, enqueued = gate_with_lost_notices(monkeypatch, django_capture_on_commit_callbacks)
+    ApprovalRequest.objects.filter(pk=request_.pk).update(status="approved")
+
+    assert notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=310)) == 0
+    assert enqueued == []
+    assert OutboxNotice.objects.get().status == NoticeStatus.DROPPED
+
+
+def test_a_notice_that_keeps_failing_is_marked_given_up_and_never_resent(
+    receiver: str,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    Receiver.statuses = [503] * 10
+    webhook = {"NOTIFY_WEBHOOK_URL": receiver, "NOTIFY_WEBHOOK_SECRET": "s3cret", "NOTIFY_MAX_RETRIES": 1}
+    path = "approvals.notifiers.webhook.WebhookNotifier"
+    with override_settings(GATEHOUSE_NOTIFIERS=[path], **webhook):
+        _, enqueued = gate_with_lost_notices(monkeypatch, django_capture_on_commit_callbacks)
+        notify.do_sweep_notices(now=timezone.now() + timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S + 1))
+        [lost] = enqueued
+
+        assert run_notify_task(lost) is False  # a try and a retry
+
+        notice = OutboxNotice.objects.get()
+        assert (notice.status, notice.tries) == (NoticeStatus.GAVE_UP, 2)
+        assert notify.do_sweep_notices(now=timezone.now() + timedelta(days=1)) == 0
+    assert len(Receiver.received) == 2 and len(enqueued) == 1
+
+
+def test_the_sweep_deletes_notices_finished_a_week_ago_and_keeps_the_rest() -> None:
+    request_, now = make_gate(), timezone.now()
+
+    def notice(status: NoticeStatus, finished_days_ago: float | None) -> OutboxNotice:
+        finished = now - timedelta(days=finished_days_ago) if finished_days_ago is not None else None
+        return OutboxNotice.objects.create(
+            request=request_,
+            notifier=EMAIL,
+            event=notify.PENDING,
+            event_queue="refunds",
+            delivery_id=uuid.uuid4().hex,
+            status=status,
+            touched_at=now,
+            finished_at=finished,
+        )
+
+    for finished in (NoticeStatus.SENT, NoticeStatus.DROPPED, NoticeStatus.GAVE_UP):
+        notice(finished, 8)
+    kept = [notice(NoticeStatus.SENT, 6), notice(NoticeStatus.QUEUED, None)]
+
+    with override_settings(GATEHOUSE_NOTIFIERS=[EMAIL], NOTIFY_RESEND_AFTER_S=10**6):
+        notify.do_sweep_notices(now=now)
+
+    assert set(OutboxNotice.objects.values_list("pk", flat=True)) == {n.pk for n in kept}
+
+
+def test_check_refuses_a_resend_delay_no_longer_than_the_longest_retry_wait() -> None:
+    with (
+        override_settings(
+            NOTIFY_RESEND_AFTER_S=150, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 300}
+        ),
+        pytest.raises(SystemCheckError, match=r"approvals\.E002.*NOTIFY_RESEND_AFTER_S \(150 s\)"),
+    ):
+        call_command("check")
