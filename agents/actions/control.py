@@ -124,10 +124,10 @@ def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Wr
         # An unchanged save would still supersede the open approvals and ask them again.
         if valid == _as_stored(agent, head.values):
             raise NothingChanged(NOTHING_CHANGED)
+        if errors := agent.edit_errors(before=head.values, after=valid):  # the adapter's reason first
+            raise InvalidInput(errors)
         if not agent.state_editable:
             raise InvalidInput({"values": f"the state of {agent.name!r} threads is not edited here"})
-        if errors := agent.edit_errors(before=head.values, after=valid):
-            raise InvalidInput(errors)
         valid = agent.edited_state(before=head.values, after=valid)
         # A waiting thread goes on once its (fresh) gates are decided; others stay paused.
         keep_paused = thread.status != ThreadStatus.WAITING

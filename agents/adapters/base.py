@@ -4,7 +4,7 @@ run (to its end, or to the calls that wait for a person) as one Gatehouse step, 
 import json
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from django.db import connections
@@ -12,6 +12,7 @@ from django.db import connections
 from agents.gates import HumanDecision
 from agents.graph import Agent, Gate, Retention, Step, StepContext
 from agents.prebuilt import approval_errors
+from agents.runtime import RETRYABLE, EffectWithdrawn
 from agents.state import State, add_messages, new_message_id
 from agents.tools import Approval, Decision, ToolContext
 
@@ -35,6 +36,38 @@ class GatehouseDeps:
     def idempotency_key(self, tool_call_id: str) -> str:
         """Stable across retries of the step (a native tool's key): send it where the effect lands."""
         return ToolContext(self.thread_id, self.checkpoint_id, tool_call_id).idempotency_key
+
+
+class RuntimeErrors:
+    """Keeps the first error a framework's tool raised that the runtime must see: a database
+    error (the step's side effect rolled back; the step retries) or a withdrawn effect (a cancel
+    came first). A framework that hands tool errors to the model, as the OpenAI Agents SDK does,
+    would turn it into text the model reads and go on; the segment raises it after the run."""
+
+    KINDS: tuple[type[BaseException], ...] = (*RETRYABLE, EffectWithdrawn)
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+    def keep(self, error: BaseException | None) -> None:
+        if isinstance(error, self.KINDS) and self.error is None:
+            self.error = error
+
+    def watching(self, deps: GatehouseDeps) -> GatehouseDeps:
+        """`deps` whose run_once keeps such an error (whatever the tool then does with it)."""
+
+        def run_once(tool_call_id: str, fn: Callable[[], Any]) -> Any:
+            try:
+                return deps.run_once(tool_call_id, fn)
+            except BaseException as exc:
+                self.keep(exc)
+                raise
+
+        return replace(deps, run_once=run_once)
+
+    def raise_kept(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 class SegmentState(State):

@@ -7,7 +7,9 @@ a checkpoint; each call awaiting approval is a gate, so a request in the inbox. 
 the decisions loads the stored `RunState` and resumes it: approve → `state.approve`, edit →
 `state.approve` of the call rewritten with the reviewer's arguments, reject (or expiry) →
 `state.reject` with the reason the model reads, respond → `state.reject` with the reviewer's
-text in the tool's place.
+text in the tool's place. Those decisions are the only approvals the SDK sees: any it recorded
+in a stored run state (an import, an old checkpoint) are dropped first, so a call awaiting
+approval without a decision stops the run again, as a gate.
 
 State: the SDK's serialized `RunState` while a run waits (`RunState.to_json`, with a format
 marker), the SDK's input items once it finished (`to_input_list()`, what the next prompt is sent
@@ -19,7 +21,10 @@ Completions at OPENAI_BASE_URL, with a client built for the segment's own event 
 
 What runs again after a crash: a step is retried from its checkpoint, so the segment's model
 calls and its tools that need no approval run again; a tool that needs approval runs at most
-once per call if it wraps its side effect in `ctx.context.run_once(ctx.tool_call_id, fn)`.
+once per call if it wraps its side effect in `ctx.context.run_once(ctx.tool_call_id, fn)`. A
+tool's database error (or an effect a cancel withdrew) is raised after the SDK's run, so the step
+rolls back and retries, although the SDK has handed it to the model as text; other tool errors
+reach the model as the SDK's users expect.
 """
 
 import asyncio
@@ -36,6 +41,7 @@ from agents.adapters.base import (
     ClosingThreads,
     GatedToolsAgent,
     GatehouseDeps,
+    RuntimeErrors,
     SegmentState,
     edited_calls,
 )
@@ -88,6 +94,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         "reads and cannot be edited here; the conversation shown is drawn from them. Decide a "
         "call awaiting approval in the inbox (edit changes its arguments)."
     )
+    state_editable = False  # its state page is read-only; the API refuses a change (edit_errors)
 
     # The gate protocol: its edit form, and how an edit is checked.
     def _tool(self, action: str) -> Any:
@@ -133,6 +140,22 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             if after[field] != stored[field]
         }
 
+    def import_problem(self, values: dict[str, Any], *, exported_from: str) -> str:
+        """Why an imported state cannot stand ("" if it can): every copy of a call in the SDK's
+        run state must be the same call, once, so what a reviewer approves is what runs."""
+        state: Any = self.state.model_validate(values)
+        if state.state_format != STATE_FORMAT:
+            return f"state_format is {state.state_format!r}; this version reads {STATE_FORMAT!r}"
+        calls: dict[Any, dict[str, Any]] = {}
+        for call in _function_calls(state.run_state):
+            seen = calls.setdefault(call.get("call_id"), call)
+            if (seen.get("name"), _arguments(seen)) != (call.get("name"), _arguments(call)):
+                return f"run_state: its copies of call {call.get('call_id')} differ in tool or arguments"
+        keys = [gate.key for gate in self.pending_gates(state, NODE)]
+        if len(keys) != len(set(keys)):
+            return "run_state: a call awaits approval twice"
+        return ""
+
     def pending_gates(self, state: Any, next_node: str) -> list[Gate]:
         """The gated calls the stored run waits on."""
         if next_node != NODE or not state.run_state:
@@ -154,9 +177,10 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
         if state.state_format != STATE_FORMAT:
             raise ValueError(f"state is {state.state_format!r}; this version reads {STATE_FORMAT!r}")
-        deps = GatehouseDeps.of(ctx)
+        errors = RuntimeErrors()
+        deps = errors.watching(GatehouseDeps.of(ctx))
         try:
-            result, run_state = _in_a_fresh_loop(self._run(state, deps, ctx.decisions))
+            result, run_state = _in_a_fresh_loop(self._run(state, deps, ctx.decisions, errors))
         except llm.TRANSIENT as exc:  # 5xx, 429, no connection: the step may be retried
             raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
         shown = _items_shown(state.run_state)  # a resumed run's new_items repeat the stored ones
@@ -175,13 +199,14 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
 
     async def _run(
-        self, state: Any, deps: GatehouseDeps, decisions: dict[str, HumanDecision]
+        self, state: Any, deps: GatehouseDeps, decisions: dict[str, HumanDecision], errors: RuntimeErrors
     ) -> tuple[Any, dict[str, Any] | None]:
         provider = _ChatCompletions()
         config = sdk.RunConfig(
             model_provider=provider,
             model_settings=sdk.ModelSettings(extra_headers=llm.offline_headers()),
             tracing_disabled=True,
+            tool_error_formatter=lambda failed: errors.keep(failed.error),  # None: the SDK's text
         )
         try:
             if state.run_state:
@@ -197,18 +222,25 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             )
         finally:
             await provider.client.close()
+            # The SDK gave the model a tool's database error (or withdrawn effect) as its result:
+            # raised instead, so the step rolls back and retries (or is stale), as a native one.
+            errors.raise_kept()
         return result, waiting
 
     async def _resumed(
         self, stored: dict[str, Any], deps: GatehouseDeps, decisions: dict[str, HumanDecision]
     ) -> Any:
-        """The stored run with the reviewers' decisions applied."""
+        """The stored run with the reviewers' decisions applied, and only theirs."""
+        stored = _without_approvals(stored)
         for key, decision in decisions.items():
             if decision.kind == Decision.EDIT:  # approved as edited: see _edited
                 stored = _edited(stored, call_id=key, args=decision.args or {})
         run_state = await sdk.RunState.from_json(
             self.agent, stored, context_override=sdk.RunContextWrapper(context=deps)
         )
+        # A stored state is a document anyone with an import or an old checkpoint may have
+        # written: the SDK runs a call it finds approved there, so only Gatehouse's decisions count.
+        run_state._context._approvals.clear()
         for item in run_state.get_interruptions():
             decided = decisions.get(item.raw_item.call_id)
             if decided is None:
@@ -220,6 +252,26 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             else:
                 run_state.reject(item, rejection_message=rejection_text(decided))
         return run_state
+
+
+_APPROVAL_RECORDS = ("approvals", "hosted_mcp_approvals", "function_tool_approvals")
+
+
+def _without_approvals(value: Any) -> Any:
+    """`value` (a stored RunState, nested runs included) with every approval the SDK records
+    emptied: its calls are decided in Gatehouse's inbox, never by what a state carries."""
+    if isinstance(value, list):
+        return [_without_approvals(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    cleaned = {k: _without_approvals(v) for k, v in value.items()}
+    context = cleaned.get("context")
+    if isinstance(context, dict) and any(k in context for k in _APPROVAL_RECORDS):  # a RunState's
+        cleaned["context"] = {
+            **context,
+            **{k: ({} if k == "approvals" else []) for k in _APPROVAL_RECORDS if k in context},
+        }
+    return cleaned
 
 
 def _items_shown(run_state: dict[str, Any] | None) -> int:
@@ -265,6 +317,23 @@ def _edited(stored: dict[str, Any], *, call_id: str, args: dict[str, Any]) -> di
     rewritten: dict[str, Any] = _with_arguments(stored, call_id=call_id, args=args)
     rewritten["context"]["tool_invocations"] = {k: v for k, v in invocations.items() if k != call_id}
     return rewritten
+
+
+def _function_calls(value: Any) -> list[dict[str, Any]]:
+    """Every stored function call in `value` (a RunState's JSON), copies included."""
+    if isinstance(value, list):
+        return [call for v in value for call in _function_calls(v)]
+    if not isinstance(value, dict):
+        return []
+    nested = [call for v in value.values() for call in _function_calls(v)]
+    return [value, *nested] if value.get("type") == "function_call" and "call_id" in value else nested
+
+
+def _arguments(call: dict[str, Any]) -> Any:
+    try:
+        return json.loads(call.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        return call.get("arguments")
 
 
 def _with_arguments(value: Any, *, call_id: str, args: dict[str, Any]) -> Any:

@@ -109,22 +109,31 @@ class PydanticAIAgent(GatedToolsAgent):
             }
         if after["history"] == stored["history"]:
             return {}
+        problem = self._history_problem(after["history"])
+        return {"history": problem} if problem else {}
+
+    def import_problem(self, values: dict[str, Any], *, exported_from: str) -> str:
+        """Why an imported history cannot stand ("" if it can): a call id used twice would be
+        one gate asked about two calls, the reviewer seeing one and approving both."""
+        repeated = _repeated_call_id(_history(self.state.model_validate(values)))
+        return f"history: the call id {repeated} is used twice" if repeated else ""
+
+    def _history_problem(self, raw: list[dict[str, Any]]) -> str:
+        """What makes `raw` a history no run may continue from ("" if none)."""
         try:
-            history = ModelMessagesTypeAdapter.validate_python(after["history"])
+            history = ModelMessagesTypeAdapter.validate_python(raw)
         except pydantic.ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"])
-            return {"history": f"is not pydantic-ai's message history ({where}: {error['msg']})"}
+            return f"is not pydantic-ai's message history ({where}: {error['msg']})"
         if not history:
-            return {"history": "cannot be empty: a run continues from its history"}
-        seen: set[str] = set()
+            return "cannot be empty: a run continues from its history"
         for message in history:
             for call in message.tool_calls if isinstance(message, ModelResponse) else []:
                 if not _json_object(call.args):
-                    return {"history": f"the arguments of call {call.tool_call_id} are not a JSON object"}
-                if call.tool_call_id in seen:  # one request per call: a repeated id would be one gate twice
-                    return {"history": f"the call id {call.tool_call_id} is used twice"}
-                seen.add(call.tool_call_id)
+                    return f"the arguments of call {call.tool_call_id} are not a JSON object"
+        if repeated := _repeated_call_id(history):  # one request per call: it would be one gate twice
+            return f"the call id {repeated} is used twice"
         # The calls that will be asked about must be calls their tools accept, as an edit must.
         for gate in self._gates(
             history[-1].tool_calls if history and isinstance(history[-1], ModelResponse) else []
@@ -133,8 +142,8 @@ class PydanticAIAgent(GatedToolsAgent):
                 self.validate_edit(gate.action, gate.args)
             except ToolArgumentsError as exc:
                 problems = "; ".join(f"{field}: {text}" for field, text in exc.errors.items())
-                return {"history": f"the call {gate.key} to {gate.action} has invalid arguments ({problems})"}
-        return {}
+                return f"the call {gate.key} to {gate.action} has invalid arguments ({problems})"
+        return ""
 
     def edited_state(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         """The shown calls follow an edited history: a call whose arguments changed is shown with
@@ -210,6 +219,17 @@ class PydanticAIAgent(GatedToolsAgent):
                 metadata=meta,
             )
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
+
+
+def _repeated_call_id(history: list[ModelMessage]) -> str:
+    """The first tool call id the history uses twice ("" if none)."""
+    seen: set[str] = set()
+    for message in history:
+        for call in message.tool_calls if isinstance(message, ModelResponse) else []:
+            if call.tool_call_id in seen:
+                return call.tool_call_id
+            seen.add(call.tool_call_id)
+    return ""
 
 
 def _json_object(args: Any) -> bool:
