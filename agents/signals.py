@@ -9,7 +9,8 @@ from django.dispatch import Signal
 # kwargs: thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate]
 gates_opened = Signal()
 
-# kwargs: thread_id: str, checkpoint_id: str | None, status: str
+# kwargs: thread_id: str, checkpoint_id: str | None, status: str; resent=True when a commit's
+# follow-up is sent again because it may have been lost (agents.runtime.run_step)
 thread_changed = Signal()
 
 # kwargs: thread_id: str, checkpoint_id: str | None, reason: str

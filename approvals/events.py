@@ -23,6 +23,7 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.db import transaction
 
 from approvals import selectors
+from approvals.models import ApprovalRequest, ApprovalStatus
 
 INBOX_GROUP = "inbox"
 log = logging.getLogger(__name__)
@@ -144,8 +145,18 @@ def send_request_changed(*, request: selectors.RequestRoute, queues: list[str]) 
     _send(thread_group(request.thread_id), {"type": "approval.changed", "request_id": request.pk})
 
 
-def on_thread_changed(sender: Any, *, thread_id: str, **kwargs: Any) -> None:
+def on_thread_changed(
+    sender: Any, *, thread_id: str, checkpoint_id: str | None = None, resent: bool = False, **kwargs: Any
+) -> None:
     try:
         _send(thread_group(thread_id), {"type": "thread.changed", "thread_id": thread_id})
+        if resent and checkpoint_id:
+            # The step's own push of the gates it opened may have been lost with its connection
+            # (agents.runtime.run_step): open inboxes are told again; one that has them re-renders.
+            pending = ApprovalRequest.objects.filter(
+                thread_id=thread_id, checkpoint_id=checkpoint_id, status=ApprovalStatus.PENDING
+            )
+            if opened := [selectors.RequestRoute.of(r) for r in pending]:
+                send_requests_opened(requests=opened)
     except Exception:  # a page missing one refresh is better than a step failing after commit
         log.exception("could not push thread.changed for %s", thread_id)

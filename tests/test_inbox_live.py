@@ -210,3 +210,33 @@ def test_a_decision_page_socket_admits_only_those_who_may_see_the_thread(live_se
 
     assert asyncio.run(close_code(sam_cookie)) == 403
     assert asyncio.run(close_code(rita_client.cookies["sessionid"].value)) is None
+
+
+def test_a_step_follow_up_sent_again_shows_an_inbox_the_gate_whose_push_was_lost(
+    live_server_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step whose commit landed with its reply lost sends its follow-up again (agents.runtime):
+    # the gate's own push went with the lost connection, so open inboxes are told again.
+    from agents import signals
+    from approvals import events
+
+    cookie = cookie_for("rita", "reviewer")
+
+    async def scenario() -> None:
+        async with await connect(live_server_url, cookie) as ws:
+            await until(ws, lambda m: 'id="inbox-list"' in m)  # the catch-up, before the gate
+            with monkeypatch.context() as lost:
+                lost.setattr(events, "send_requests_opened", lambda **kwargs: None)
+                request_ = await in_thread(make_gate)()
+            await in_thread(
+                lambda: signals.thread_changed.send(
+                    sender=None,
+                    thread_id=request_.thread_id,
+                    checkpoint_id=str(request_.checkpoint_id),
+                    status="waiting",
+                    resent=True,
+                )
+            )()
+            await until(ws, lambda m: row(request_) in m)
+
+    asyncio.run(scenario())
