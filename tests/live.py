@@ -480,3 +480,30 @@ def history_is_one_chain(thread_id: str) -> bool:
         Checkpoint.objects.filter(thread_id=thread_id).values_list("parent_id", flat=True)
     )
     return parents.count(None) == 1 and len(set(parents)) == len(parents)
+
+
+class PrivateRedis:
+    """A redis-server of our own on a free port, to stop and start again (no persistence: it
+    restarts empty). The shared Redis is never stopped: other tests use it."""
+
+    def __init__(self, name: str = "private-redis") -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.name = name
+        self.process: Any = None
+
+    def start(self) -> None:
+        with (log_dir() / f"{self.name}.log").open("ab") as output:
+            self.process = embedded_redis.start(self.port, output=output)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            embedded_redis.stop(self.process)
+            self.process = None
+
+    def queued(self, queue: str) -> int:
+        """How many messages wait in a broker queue (a Redis list) of it."""
+        import redis
+
+        with redis.Redis(port=self.port) as client:
+            return int(client.llen(queue))

@@ -19,17 +19,16 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 from django.conf import settings
 
 from agents.management.commands.serve import child_commands, child_env, notify_worker_options
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, NoticeStatus, OutboxNotice
 from checkpoints.models import Thread
-from config import embedded_redis
 from tests.factories import make_user
 from tests.live import (
     LiveServices,
+    PrivateRedis,
     Workers,
     free_port,
     live_env,
@@ -130,28 +129,6 @@ class Hook:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-class PrivateRedis:
-    """A redis-server of our own on a free port (no persistence: it restarts empty)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: Any = None
-
-    def start(self) -> None:
-        with (log_dir() / "notify-redis.log").open("ab") as output:
-            self.process = embedded_redis.start(self.port, output=output)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            embedded_redis.stop(self.process)
-            self.process = None
-
-    def queued(self, queue: str) -> int:
-        with redis.Redis(port=self.port) as client:
-            return int(client.llen(queue))
-
-
 @dataclass
 class Stack:
     services: LiveServices
@@ -179,7 +156,7 @@ class Stack:
 def stack(redis_ready: str, request: pytest.FixtureRequest) -> Iterator[Stack]:
     """A web server, a step worker and beat on a private Redis, notifying a webhook; the sweep
     resends a notice unsent after 3 s (the shipped delay is the broker's visibility_timeout)."""
-    private, hook, port = PrivateRedis(), Hook(), free_port()
+    private, hook, port = PrivateRedis("notify-redis"), Hook(), free_port()
     private.start()
     env = {
         **live_env(port, f"gatehouse-notify-{uuid.uuid4().hex[:8]}"),

@@ -20,32 +20,13 @@ from playwright.sync_api import Page, expect
 from agents.examples.models import Refund
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest
-from config import embedded_redis
 from tests.browser import browser_fixture, log_in, page_fixture  # noqa: F401  (fixtures)
 from tests.factories import make_user
-from tests.live import LiveServices, free_port, live_env, log_dir, thread_status, wait_for
+from tests.live import LiveServices, PrivateRedis, free_port, live_env, log_dir, thread_status, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 
 OFFLINE = "live updates offline — reconnecting"
-
-
-class PrivateRedis:
-    """A redis-server of our own on a free port, to stop and start again."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: Any = None
-
-    def start(self) -> None:
-        with (log_dir() / "private-redis.log").open("ab") as output:
-            self.process = embedded_redis.start(self.port, output=output)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            embedded_redis.stop(self.process)
-            self.process = None
 
 
 @pytest.fixture
