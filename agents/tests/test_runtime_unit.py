@@ -23,12 +23,13 @@ from agents.runtime import RESULT_PREFIX, RETRYABLE, RetryFrom, _run_once, run_s
 from agents.state import State, add_messages
 from agents.tasks import MAX_RETRIES, advance_thread_task
 from agents.tools import Approval, Decision, tool
-from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.backends.memory import MemoryBackend
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 REFUND_QUEUE = Approval(queue="refunds", description="Refund {amount_cents} on {order_id}")
+
+pytestmark = pytest.mark.usefixtures("memory_backend")
 
 
 class Chat(State):
@@ -55,16 +56,6 @@ class Harness:
         self.agent = ToolAgent(
             name="unit-refunds", state=Chat, system_prompt="Be brief.", tools=[lookup_order, issue_refund]
         )
-
-
-@pytest.fixture(autouse=True)
-def memory_backend(settings: Any) -> Iterator[MemoryBackend]:
-    settings.CHECKPOINT_BACKEND = "checkpoints.backends.memory.MemoryBackend"
-    get_backend.cache_clear()
-    backend = get_backend()
-    assert isinstance(backend, MemoryBackend)
-    yield backend
-    get_backend.cache_clear()
 
 
 @pytest.fixture

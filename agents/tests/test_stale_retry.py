@@ -10,20 +10,11 @@ import pytest
 
 from agents import signals
 from agents.runtime import run_step
-from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.backends.memory import MemoryBackend
 from checkpoints.models import CheckpointSource, ThreadStatus
 
-
-@pytest.fixture(autouse=True)
-def memory_backend(settings: Any) -> Iterator[MemoryBackend]:
-    settings.CHECKPOINT_BACKEND = "checkpoints.backends.memory.MemoryBackend"
-    get_backend.cache_clear()
-    backend = get_backend()
-    assert isinstance(backend, MemoryBackend)
-    yield backend
-    get_backend.cache_clear()
+pytestmark = pytest.mark.usefixtures("memory_backend")
 
 
 @pytest.fixture
