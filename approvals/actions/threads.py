@@ -133,7 +133,8 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
                 get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
             )
         routes = [RequestRoute.of(r) for r in pending]
-        data["standing_decisions"] = do_delete_standing_decisions(thread_id, actor=user)
+        if standing := do_delete_standing_decisions(thread_id, actor=user):
+            data["standing_decisions"] = standing
         get_backend().delete_thread(thread_id=thread_id)
         events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
         do_audit(
