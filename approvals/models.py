@@ -2,6 +2,7 @@
 tokens."""
 
 import hashlib
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -151,6 +152,12 @@ class ApprovalRequest(models.Model):
     @property
     def is_claimed(self) -> bool:
         return self.is_pending and self.claimed_by_id is not None
+
+    def hold_for(self, user: Any, *, now: datetime) -> None:
+        """Set the claim to `user` (None: unclaimed) as of `now`; the caller saves it."""
+        self.claimed_by = user
+        self.claimed_at = now if user is not None else None
+        self.claim_active_at = now if user is not None else None
 
     @property
     def is_decided(self) -> bool:

@@ -126,16 +126,13 @@ class Rule:
         to a person, whatever order an admin gives a policy."""
         return (bool(self.thread_id), self.order, self.id)
 
-    def applies(
-        self, *, agent: str, thread_id: str, now: datetime, thread_created: datetime | None = None
-    ) -> bool:
-        """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside).
-        `thread_created` None: the caller does not know the thread's age (see made_on)."""
+    def applies(self, *, agent: str, thread_id: str, now: datetime) -> bool:
+        """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside). A
+        standing decision also needs made_on, which asks the thread's age (a query)."""
         return (
             self.agent in ("", agent)
             and self.thread_id in ("", thread_id)
             and (self.until is None or self.until > now)
-            and (thread_created is None or self.made_on(thread_created=thread_created))
         )
 
     def made_on(self, *, thread_created: datetime) -> bool:
@@ -152,23 +149,13 @@ RULE_COLUMNS = (
 
 
 def rules_for(
-    *,
-    agent: str,
-    tool: str,
-    thread_id: str,
-    now: datetime | None = None,
-    thread_created: datetime | None = None,
-    fresh: bool = False,
+    *, agent: str, tool: str, thread_id: str, now: datetime | None = None, fresh: bool = False
 ) -> list[Rule]:
     """The enabled policies that apply to a call of `tool` by `agent` on the thread, in order;
     `fresh`: read from the database, not this process's cache."""
     now = now or timezone.now()
     rules = load_rules(tool) if fresh else tool_rules(tool)
-    return [
-        r
-        for r in rules
-        if r.applies(agent=agent, thread_id=thread_id, now=now, thread_created=thread_created)
-    ]
+    return [r for r in rules if r.applies(agent=agent, thread_id=thread_id, now=now)]
 
 
 def tool_rules(tool: str) -> list[Rule]:

@@ -115,13 +115,19 @@ def first_messages(thread_ids: list[str]) -> dict[str, str]:
     for thread_id, _, data in sorted(rows, key=lambda r: (r[0], r[1])):
         if thread_id in found:
             continue
-        try:
-            item = json.loads(sealer.open(data))
-        except (ValueError, SealError, ImproperlyConfigured):
-            continue
+        item = _opened(data, sealer)
         if isinstance(item, dict) and isinstance(item.get("content"), str):
             found[thread_id] = item["content"]
     return found
+
+
+def _opened(data: str, sealer: Any) -> Any:
+    """A stored list item as it was written, or None if it cannot be read here (sealed with a
+    key this process lacks, or not JSON): a page then shows less, never fails."""
+    try:
+        return json.loads(sealer.open(data))
+    except (ValueError, SealError, ImproperlyConfigured):
+        return None
 
 
 def last_user_messages(
@@ -169,12 +175,7 @@ def _last_user_message(
     for run, low, high in reversed(runs):
         for depth in range(high - 1, low - 1, -1):
             data = items.get((thread_id, run, depth))
-            if data is None:
-                continue
-            try:
-                message = json.loads(sealer.open(data))
-            except (ValueError, SealError, ImproperlyConfigured):
-                continue
+            message = _opened(data, sealer) if data is not None else None
             if (
                 isinstance(message, dict)
                 and message.get("role") == "user"

@@ -49,9 +49,7 @@ def _locked(request_id: int) -> ApprovalRequest:
 
 
 def _set_claim(request_: ApprovalRequest, user: AbstractBaseUser | None, *, now: datetime) -> None:
-    request_.claimed_by = user  # type: ignore[assignment]
-    request_.claimed_at = now if user is not None else None
-    request_.claim_active_at = now if user is not None else None
+    request_.hold_for(user, now=now)
     request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
 
 

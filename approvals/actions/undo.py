@@ -163,10 +163,7 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
 def _claim_for(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
     """Hand the undone request to whoever undid it: they are mid-decision, and deciding cleared
     the claim. Someone who may not decide its queue leaves it unclaimed."""
-    mine = Access.of(user).can_decide(request_.queue)
-    now = timezone.now() if mine else None
-    request_.claimed_by = user if mine else None  # type: ignore[assignment]
-    request_.claimed_at, request_.claim_active_at = now, now
+    request_.hold_for(user if Access.of(user).can_decide(request_.queue) else None, now=timezone.now())
 
 
 def _record(request_: ApprovalRequest, *, decision: HumanDecision) -> None:
