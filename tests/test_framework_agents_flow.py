@@ -19,6 +19,7 @@ from tests.test_refunds_flow import (
     gate,
     last_message,
     start,
+    tool_results,
     wait_status,
 )
 
@@ -72,8 +73,7 @@ def test_a_rejection_reaches_the_model_with_its_reason_and_refunds_nothing(api: 
     decide(api, approval, {"decision": "reject", "message": "Outside the 30-day window"})
 
     done = wait_status(api, thread_id, "done")
-    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
-    assert results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
+    assert tool_results(done)[-1] == "Rejected by a human reviewer: Outside the 30-day window"
     assert "Outside the 30-day window" in last_message(done)
     assert Refund.objects.count() == 0
 
@@ -111,8 +111,7 @@ def test_a_policys_deny_reaches_the_model_naming_the_policy_and_refunds_nothing(
     thread_id = start(api, "Please refund order ORD-1003", agent=agent)
 
     done = wait_status(api, thread_id, "done")
-    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
-    assert results[-1] == "Rejected automatically by policy 'no refunds' v1: Ask a manager."
+    assert tool_results(done)[-1] == "Rejected automatically by policy 'no refunds' v1: Ask a manager."
     assert Refund.objects.count() == 0
 
 
@@ -123,8 +122,7 @@ def test_respond_puts_the_reviewers_text_in_the_tools_place(api: Api, agent: str
     decide(api, approval, {"decision": "respond", "message": "Store credit sent instead"})
 
     done = wait_status(api, thread_id, "done")
-    results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
-    assert results[-1] == "Store credit sent instead"
+    assert tool_results(done)[-1] == "Store credit sent instead"
     assert "Store credit sent instead" in last_message(done)
     assert Refund.objects.count() == 0
 

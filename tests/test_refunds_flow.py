@@ -47,6 +47,11 @@ def last_message(thread: dict[str, Any]) -> str:
     return thread["values"]["messages"][-1]["content"]
 
 
+def tool_results(thread: dict[str, Any]) -> list[str]:
+    """What the thread's tools answered, in order."""
+    return [m["content"] for m in thread["values"]["messages"] if m["role"] == "tool"]
+
+
 def test_approve_issues_the_refund_once_and_finishes(api: Api) -> None:
     thread_id = start(api, "Please refund order ORD-1001")
     waiting = wait_status(api, thread_id, "waiting")
@@ -97,8 +102,7 @@ def test_reject_feeds_the_reason_back_and_no_refund_is_recorded(api: Api) -> Non
     assert response.status_code == 200, response.text
 
     done = wait_status(api, thread_id, "done")
-    tool_results = [m["content"] for m in done["values"]["messages"] if m["role"] == "tool"]
-    assert tool_results[-1] == "Rejected by a human reviewer: Outside the 30-day window"
+    assert tool_results(done)[-1] == "Rejected by a human reviewer: Outside the 30-day window"
     assert "Outside the 30-day window" in last_message(done)
     assert Refund.objects.count() == 0
 
