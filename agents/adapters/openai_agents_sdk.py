@@ -29,6 +29,7 @@ reach the model as the SDK's users expect.
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -260,18 +261,26 @@ _APPROVAL_RECORDS = ("approvals", "hosted_mcp_approvals", "function_tool_approva
 def _without_approvals(value: Any) -> Any:
     """`value` (a stored RunState, nested runs included) with every approval the SDK records
     emptied: its calls are decided in Gatehouse's inbox, never by what a state carries."""
+
+    def emptied(node: dict[str, Any]) -> dict[str, Any]:
+        context = node.get("context")
+        if not (isinstance(context, dict) and any(k in context for k in _APPROVAL_RECORDS)):
+            return node  # not a RunState's
+        empty: dict[str, Any] = {
+            k: ({} if k == "approvals" else []) for k in _APPROVAL_RECORDS if k in context
+        }
+        return {**node, "context": {**context, **empty}}
+
+    return _map_objects(value, emptied)
+
+
+def _map_objects(value: Any, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """`value` (JSON) with every object rewritten, innermost first."""
     if isinstance(value, list):
-        return [_without_approvals(v) for v in value]
+        return [_map_objects(v, rewrite) for v in value]
     if not isinstance(value, dict):
         return value
-    cleaned = {k: _without_approvals(v) for k, v in value.items()}
-    context = cleaned.get("context")
-    if isinstance(context, dict) and any(k in context for k in _APPROVAL_RECORDS):  # a RunState's
-        cleaned["context"] = {
-            **context,
-            **{k: ({} if k == "approvals" else []) for k in _APPROVAL_RECORDS if k in context},
-        }
-    return cleaned
+    return rewrite({k: _map_objects(v, rewrite) for k, v in value.items()})
 
 
 def _items_shown(run_state: dict[str, Any] | None) -> int:
@@ -338,14 +347,13 @@ def _arguments(call: dict[str, Any]) -> Any:
 
 def _with_arguments(value: Any, *, call_id: str, args: dict[str, Any]) -> Any:
     """`value` with every stored function call `call_id` carrying `args`."""
-    if isinstance(value, list):
-        return [_with_arguments(v, call_id=call_id, args=args) for v in value]
-    if not isinstance(value, dict):
-        return value
-    rewritten = {k: _with_arguments(v, call_id=call_id, args=args) for k, v in value.items()}
-    if value.get("type") == "function_call" and value.get("call_id") == call_id and "arguments" in value:
-        rewritten["arguments"] = json.dumps(args)
-    return rewritten
+
+    def rewritten(node: dict[str, Any]) -> dict[str, Any]:
+        if node.get("type") == "function_call" and node.get("call_id") == call_id and "arguments" in node:
+            return {**node, "arguments": json.dumps(args)}
+        return node
+
+    return _map_objects(value, rewritten)
 
 
 def _chat(items: list[Any]) -> list[dict[str, Any]]:
