@@ -349,6 +349,20 @@ class Policy(models.Model):
         check_policy_fields(when=self.when, action=self.action, queue=self.queue, approvers=self.approvers)
 
 
+class PolicyGeneration(models.Model):
+    """One row: the policies' generation, a fresh random value written in the transaction of
+    every policy change (approvals/policy_cache.py). Each process caches a tool's policies under
+    the value it read before them; a gate that reads another value reads the policies again.
+    Random, not a counter: a value rolled back or flushed away is never written again for other
+    policies."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    value = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class Signoff(models.Model):
     """One reviewer's approval of a request that a policy requires several approvals for."""
 

@@ -11,14 +11,14 @@ from approvals.actions.policies import do_create_policy
 from approvals.models import ApprovalRequest
 from tests.factories import make_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the cache is bumped when changes commit
+pytestmark = pytest.mark.django_db(transaction=True)  # other transactions see committed changes only
 
 
 @pytest.fixture
-def fresh_cache(redis_ready: str) -> Iterator[None]:
-    policy_cache.bump_version()
+def fresh_cache() -> Iterator[None]:
+    policy_cache._cached.clear()
     yield
-    policy_cache.bump_version()
+    policy_cache._cached.clear()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from approvals import policy_cache
 from approvals.actions.audit import audit_request
 from approvals.actions.decisions import do_decide_by_policy
 from approvals.effects import thread_effects
@@ -49,8 +48,8 @@ class _Thread:
 
 def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule | None:
     """The first matching rule in force. If the matched policy changed since the rules were read
-    (cached, and the change's version bump lost), read them from the database and match again;
-    if it changed again meanwhile, no rule decides: a person does."""
+    (a change committed after this gate read the policies' generation), read them from the
+    database and match again; if it changed again meanwhile, no rule decides: a person does."""
     for fresh in (False, True):
         rules = _rules(request_.action, agent=agent, thread=thread, fresh=fresh)
         if not rules:
@@ -59,8 +58,7 @@ def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule
         rule, stale = _first_in_force(rules, variables=_variables(request_, agent=agent, metadata=metadata))
         if rule is None or not stale:
             return rule
-        log.warning("policy %s changed since this process read it; reading the policies again", rule.label)
-        policy_cache.bump_version()  # tell the other processes too: the change's own bump was lost
+        log.info("policy %s changed since this gate read it; reading the policies again", rule.label)
     return None
 
 
@@ -75,9 +73,9 @@ def _first_in_force(
     rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]
 ) -> tuple[Rule | None, bool]:
     """The first matching rule and whether it is stale (then it must not decide); if not, its
-    policy is held to the caller's commit. The rules may be older than a change (read before it
-    committed, or cached until its version bump arrives): a deleted policy is skipped, as if
-    read after its deletion, and the next tried; an edited, disabled or expired one is stale."""
+    policy is held to the caller's commit. The rules may be older than a change committed after
+    the gate read the policies' generation: a deleted policy is skipped, as if read after its
+    deletion, and the next tried; an edited, disabled or expired one is stale."""
     while (rule := first_match(rules, variables=variables)) is not None:
         held = _hold_policy(rule)
         if held is None:

@@ -106,8 +106,8 @@ def do_revoke_standing(policy: Policy, *, actor: AbstractBaseUser) -> None:
 
 def do_delete_standing_decisions(thread_id: str, *, actor: AbstractBaseUser) -> list[int]:
     """Delete every decision standing on the thread (its id may be used again, by a new thread
-    nobody reviewed); each is audited as policy.delete and bumps the policies' version at the
-    commit. Return their ids. Call in the transaction that deletes the thread, with it locked."""
+    nobody reviewed); each is audited as policy.delete and writes a new policies' generation
+    in this transaction. Return their ids. Call in the transaction that deletes the thread, with it locked."""
     ids = list(
         Policy.objects.select_for_update()
         .exclude(thread_id="")
