@@ -129,7 +129,7 @@ def test_a_second_decision_gets_409_naming_who_decided(api: Api) -> None:
     late = api.post(f"/approvals/{approval['id']}/decision", {"decision": "reject", "message": "no"})
 
     assert late.status_code == 409
-    assert late.json()["detail"] == "Already approved by ada."
+    assert late.json() == {"detail": "Already approved by ada.", "errors": None}  # README's shape
     wait_status(api, thread_id, "done")
     assert Refund.objects.count() == 1
 
