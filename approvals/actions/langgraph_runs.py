@@ -18,6 +18,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
 from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints import selectors as checkpoint_selectors
+from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData
 from checkpoints.models import Thread
 
@@ -35,15 +36,30 @@ def langgraph_agent(name: str) -> LangGraphAgent:
     return agent
 
 
+INPUT_SHAPE = 'send {"messages": [{"role": "user", "content": "…"}]}: one user message, text content'
+
+
 def human_text(graph_input: Any) -> str:
-    """The text of the last human message of a run's input ({"messages": [...]})."""
-    messages = graph_input.get("messages") if isinstance(graph_input, dict) else None
-    if not isinstance(messages, list) or not messages:
-        raise InvalidInput({"input": 'send {"messages": [{"role": "user", "content": "…"}]}'})
-    last = messages[-1]
-    content = last.get("content") if isinstance(last, dict) else last
+    """The text of a run's input: one user message ({"messages": [...]}). Anything else (several
+    messages, a system or assistant one, other state keys) is refused, not dropped: the agent
+    takes a person's message, and would run without what the client meant it to have."""
+    if not isinstance(graph_input, dict) or set(graph_input) != {"messages"}:
+        raise InvalidInput({"input": INPUT_SHAPE})
+    messages = graph_input["messages"]
+    if isinstance(messages, (str, dict)):  # LangGraph's add_messages takes one message alone too
+        messages = [messages]
+    if not isinstance(messages, list) or len(messages) != 1:
+        raise InvalidInput({"input": INPUT_SHAPE})
+    [message] = messages
+    if isinstance(message, dict):
+        role = message.get("role", message.get("type"))
+        if role not in ("user", "human"):
+            raise InvalidInput({"input": f"a message with role {role!r}: {INPUT_SHAPE}"})
+        content = message.get("content")
+    else:
+        content = message  # a bare string is a human message to LangGraph
     if not isinstance(content, str) or not content.strip():
-        raise InvalidInput({"input": "the last message must have text content"})
+        raise InvalidInput({"input": f"the message must have text content: {INPUT_SHAPE}"})
     return content
 
 
@@ -192,4 +208,9 @@ def do_update_state(
         messages = agent.reduced_messages(head.values.get("messages", []), values["messages"])
     except Exception as exc:  # a client's input, in any shape: LangChain raises what it meets
         raise InvalidInput({"values.messages": f"not messages LangGraph can add: {exc}"}) from exc
-    return do_edit_state(thread_id, user=user, values={**head.values, "messages": messages})  # type: ignore[arg-type]
+    with transaction.atomic():
+        # The edit is the head's values with the messages reduced: if a step moved the head since
+        # it was read, they would carry its stale interrupts and checkpoint; the client retries.
+        if get_backend().lock_thread(thread_id=thread_id).head_id != head.id:
+            raise Conflict("The thread moved on while the update was read; get its state and try again.")
+        return do_edit_state(thread_id, user=user, values={**head.values, "messages": messages})  # type: ignore[arg-type]

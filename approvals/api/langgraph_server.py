@@ -2,24 +2,31 @@
 (`langgraph_sdk.get_client(url=".../langgraph", api_key=TOKEN)`) and Agent Inbox use, over
 Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, graph_id = its name).
 
-Assistants: search, get. Threads: create (an id; the thread starts with its first run), get,
-search, get_state, update_state (an operator's edit of the conversation, or Agent Inbox's "mark
-as resolved"), history. Runs: create, wait, join, stream (langgraph_stream.py; `input` starts or
-continues a thread, `command={"resume": ...}` decides its pending requests as the token's user).
-Not served: other stream modes, crons, the store.
+Assistants: search, get. Threads: create (an id; the thread starts with its first run, so
+metadata other than graph_id is refused), get, search (status, metadata, ids, sort_by/sort_order),
+get_state, update_state (an operator's edit of the conversation, or Agent Inbox's "mark as
+resolved"), history. Runs: create, wait, join, stream (langgraph_stream.py; `input` starts or
+continues a thread, `command={"resume": ...}` decides its pending requests as the token's user;
+wait, join and stream cover a decision's undo window and the run it resumes). A filter or option
+a body names that is not served is a 422 naming it; /info answers what is served.
+Not served: other stream modes, crons, the store; an address not served answers a JSON 404 or 405.
 """
 
+import asyncio
+import functools
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import URLPattern
 from ninja import NinjaAPI, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from agents.actions import InvalidInput, ThreadStateError
 from agents.adapters.langgraph_agent import LangGraphAgent
@@ -30,18 +37,21 @@ from approvals.actions.errors import Conflict
 from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.api.base import token_required
-from approvals.api.langgraph_state import SETTLED, STATUS, state_at, thread_state
+from approvals.api.langgraph_state import STATUS, deciding, settled, state_at, thread_state
 from approvals.api.langgraph_stream import STREAM_MODES, langgraph_head, run_events
 from approvals.api.threads import MAX_OFFSET
 from approvals.http import AuthedRequest
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointNotFound, CorruptCheckpoint
+from checkpoints.ids import THREAD_ID_RULE, is_valid_thread_id
 from checkpoints.models import Thread, ThreadStatus
 
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
 RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 MAX_SEARCH_LIMIT = 100  # each thread listed loads its LangGraph state; the SDK asks for 10
+THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+SORTED_BY = {"created_at": "created_at", "updated_at": "updated_at", "thread_id": "id"}
 
 
 class ApiKey(APIKeyHeader):
@@ -54,7 +64,39 @@ class ApiKey(APIKeyHeader):
         return user
 
 
-api = NinjaAPI(
+def _not_allowed(allowed: str) -> HttpResponse:
+    """A method not served at an address this server has, as JSON like every other error here."""
+    detail = f"Method Not Allowed: not served here (served: {allowed or 'none'})."
+    response = JsonResponse({"detail": detail}, status=405)
+    response["Allow"] = allowed
+    return response
+
+
+def _json_405(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @functools.wraps(view)  # keeps csrf_exempt
+    def answered(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
+            return _not_allowed(response.get("Allow", ""))
+        return response
+
+    return answered
+
+
+class LangGraphApi(NinjaAPI):
+    """django-ninja answers a method an address does not serve with a text 405, which LangGraph's
+    client raises without a reason (threads.update, runs.list...): here it is JSON."""
+
+    @property
+    def urls(self) -> Any:
+        patterns, app_name, namespace = super().urls
+        for pattern in patterns:
+            if isinstance(pattern, URLPattern) and not asyncio.iscoroutinefunction(pattern.callback):
+                pattern.callback = _json_405(pattern.callback)
+        return patterns, app_name, namespace
+
+
+api = LangGraphApi(
     title="Gatehouse: LangGraph server API",
     version="1",
     auth=ApiKey(),
@@ -70,6 +112,9 @@ def _error(request: HttpRequest, status: int, detail: str) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def invalid_body(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    unserved = [str(e["loc"][-1]) for e in exc.errors if e.get("type") == "extra_forbidden"]
+    if unserved and len(unserved) == len(exc.errors):  # a filter or option this server does not apply
+        return _error(request, 422, f"Not served by this server: {', '.join(unserved)}. Nothing was done.")
     return _error(request, 422, f"The request is not valid: {exc.errors}")
 
 
@@ -120,15 +165,31 @@ class UpdateStateIn(Schema):
     checkpoint_id: str | None = None
 
 
-class SearchIn(Schema):
-    graph_id: str | None = None
-    status: str | None = None
-    metadata: dict[str, Any] | None = None
+class Strict(Schema):
+    """A body whose every field is served: one a client sends that is not (a filter, an option)
+    is a 422 naming it, not ignored (a search would list the wrong threads)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchIn(Strict):
     limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
     offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0
 
 
-class ThreadIn(Schema):
+class AssistantSearchIn(SearchIn):
+    graph_id: str | None = None
+
+
+class ThreadSearchIn(SearchIn):
+    status: str | None = None
+    metadata: dict[str, Any] | None = None
+    ids: Annotated[list[str], Field(max_length=MAX_SEARCH_LIMIT)] | None = None
+    sort_by: str | None = None
+    sort_order: str | None = None
+
+
+class ThreadIn(Strict):
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: str = "raise"
@@ -140,13 +201,22 @@ class RunIn(Schema):
     command: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
     checkpoint_id: str | None = None
+    # Options a client may send that this server does not carry out: refused when given, since a
+    # run that ignored them would not stop where (or report when) the client asked.
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    webhook: Any = None
+    after_seconds: Any = None
+
+
+UNSERVED_RUN_OPTIONS = ("interrupt_before", "interrupt_after", "webhook", "after_seconds")
 
 
 class StreamRunIn(RunIn):
     stream_mode: str | list[str] = "values"
 
 
-class HistoryIn(Schema):
+class HistoryIn(Strict):
     limit: int = 10
     before: str | dict[str, Any] | None = None
 
@@ -182,12 +252,15 @@ def _thread(thread: Thread) -> dict[str, Any]:
     except CorruptCheckpoint:  # still listed, with its status; its state is refused where asked for
         state = {"values": {}, "interrupts": []}
     interrupts = state["interrupts"]
+    status = STATUS.get(ThreadStatus(thread.status), "idle")
+    if status == "interrupted" and deciding(thread.pk):  # answered: its run resumes after the undo window
+        status, interrupts = "busy", []
     return {
         "thread_id": thread.pk,
         "created_at": thread.created_at.isoformat(),
         "updated_at": thread.updated_at.isoformat(),
         "metadata": {**thread.metadata, "graph_id": thread.agent, "assistant_id": thread.agent},
-        "status": STATUS.get(ThreadStatus(thread.status), "idle"),
+        "status": status,
         "values": state["values"],
         "interrupts": {i["id"]: [i] for i in interrupts},
     }
@@ -208,17 +281,24 @@ def _run(thread_id: str, assistant_id: str, status: str) -> dict[str, Any]:
 
 
 def _settled(thread_id: str) -> Thread:
-    """Wait until the thread stops at a gate or ends (RUN_WAIT_S at most), and return it."""
+    """Wait until the thread stops at an unanswered gate or ends (RUN_WAIT_S at most, the undo
+    window of a resume's decisions included), and return it."""
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     while True:
-        thread = checkpoint_selectors.thread(thread_id)
-        if thread.status in SETTLED or time.monotonic() > deadline:
+        thread, stopped = settled(thread_id)
+        if stopped or time.monotonic() > deadline:
             return thread
         time.sleep(0.2)
 
 
+@api.get("/info", auth=None)
+def info(request: HttpRequest) -> Any:
+    """What the server offers, as LangGraph's server tells its clients (Agent Inbox asks)."""
+    return {"version": api.version, "flags": {"assistants": True, "crons": False, "langsmith": False}}
+
+
 @api.post("/assistants/search")
-def search_assistants(request: AuthedRequest, body: SearchIn) -> Any:
+def search_assistants(request: AuthedRequest, body: AssistantSearchIn) -> Any:
     agents = langgraph_agents()
     if body.graph_id:
         agents = [a for a in agents if a.name == body.graph_id]
@@ -235,6 +315,18 @@ def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
     """A thread id for the first run to start (Gatehouse threads begin with their first message).
     An id taken by a thread the user may not see is answered as a free one, as its missing
     thread would be: only operators start threads, and they see every thread (and get the 409)."""
+    if body.if_exists not in ("raise", "do_nothing"):
+        raise InvalidInput({"if_exists": "'raise' or 'do_nothing'"})
+    if body.thread_id is not None and not is_valid_thread_id(body.thread_id):
+        raise InvalidInput({"thread_id": THREAD_ID_RULE})
+    # Nothing is stored before the first run creates the thread: metadata given here would be
+    # lost (a search by it would not find the thread), so it is refused, not dropped.
+    if set(body.metadata or {}) - {"graph_id"}:
+        raise InvalidInput(
+            {"metadata": "not stored: a thread begins with its first run; only graph_id is taken here"}
+        )
+    if graph_id := (body.metadata or {}).get("graph_id"):
+        langgraph_agent(str(graph_id))  # an unknown one is a 404, as at runs.create
     access = Access.of(request.user)
     if (
         body.thread_id
@@ -249,7 +341,7 @@ def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
         "thread_id": thread_id,
         "created_at": None,
         "updated_at": None,
-        "metadata": body.metadata or {},
+        "metadata": body.metadata or {},  # graph_id at most
         "status": "idle",
         "values": None,
         "interrupts": {},
@@ -257,9 +349,19 @@ def create_thread(request: AuthedRequest, body: ThreadIn) -> Any:
 
 
 @api.post("/threads/search")
-def search_threads(request: AuthedRequest, body: SearchIn) -> Any:
+def search_threads(request: AuthedRequest, body: ThreadSearchIn) -> Any:
+    if body.status is not None and body.status not in THREAD_STATUSES:
+        raise InvalidInput({"status": f"one of {', '.join(THREAD_STATUSES)}"})
+    if body.sort_by is not None and body.sort_by not in SORTED_BY:
+        raise InvalidInput({"sort_by": f"one of {', '.join(SORTED_BY)}"})
+    if body.sort_order not in (None, "asc", "desc"):
+        raise InvalidInput({"sort_order": "'asc' or 'desc'"})
     names = [a.name for a in langgraph_agents()]
-    rows = Access.of(request.user).visible_threads().filter(agent__in=names).order_by("-updated_at")
+    order = SORTED_BY[body.sort_by or "updated_at"]
+    order = order if body.sort_order == "asc" else f"-{order}"
+    rows = Access.of(request.user).visible_threads().filter(agent__in=names).order_by(order, "id")
+    if body.ids is not None:
+        rows = rows.filter(pk__in=body.ids)
     if body.status:
         rows = rows.filter(status__in=[s for s, lg in STATUS.items() if lg == body.status])
     for key, value in (body.metadata or {}).items():
@@ -358,14 +460,20 @@ def join_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
 
 @api.get("/threads/{thread_id}/runs/{run_id}")
 def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
-    thread = _visible(request, thread_id)
-    return _run(thread_id, thread.agent, RUN_STATUS[STATUS[ThreadStatus(thread.status)]]) | {"run_id": run_id}
+    _visible(request, thread_id)
+    thread, stopped = settled(thread_id)
+    # A decision in its undo window: the resumed run has not begun (LangGraph's "pending").
+    waiting = not stopped and thread.status == ThreadStatus.WAITING
+    status = "pending" if waiting else RUN_STATUS[STATUS[ThreadStatus(thread.status)]]
+    return _run(thread_id, thread.agent, status) | {"run_id": run_id}
 
 
 def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
     # A thread the user may not see is left to do_run, which answers as for a missing one.
     if checkpoint_selectors.thread_exists(thread_id) and Access.of(request.user).can_see_thread(thread_id):
         _visible(request, thread_id)
+    if unserved := [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "")]:
+        raise InvalidInput({name: "not served by this server; nothing was done" for name in unserved})
     resume = (body.command or {}).get("resume")
     if body.command and resume is None:
         raise InvalidInput({"command": "only command={'resume': ...} is served"})

@@ -5,6 +5,8 @@ from typing import Any
 
 from agents.loading import load_checkpoint
 from approvals.actions.langgraph_runs import langgraph_agent
+from approvals.models import DECIDED, ApprovalRequest
+from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData
 from checkpoints.models import Thread, ThreadStatus
 
@@ -20,6 +22,43 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
 }
 
 
+def deciding(thread_id: str) -> bool:
+    """Whether a decision on the thread waits out its undo window (DECISION_UNDO_S): the thread
+    still waits at its gate, but a run resumed by it has not begun, let alone ended."""
+    return ApprovalRequest.objects.filter(
+        thread_id=thread_id, status__in=DECIDED, undo_until__isnull=False
+    ).exists()
+
+
+def settled(thread_id: str) -> tuple[Thread, bool]:
+    """The thread, and whether a run on it has stopped: at a gate nobody has answered yet, or at
+    the end. A gate answered inside its undo window is not a stop: the resumed run is to come."""
+    # Asked before the thread is read: a decision takes effect and sets the thread running in
+    # one transaction, so a thread read after "none is deciding" is not the waiting one before.
+    answered = deciding(thread_id)
+    thread = checkpoint_selectors.thread(thread_id)
+    if thread.status == ThreadStatus.WAITING:
+        return thread, not answered
+    return thread, thread.status in SETTLED
+
+
+def shown_interrupts(interrupts: list[Any]) -> list[Any]:
+    """The thread's interrupts as clients read them: each action request's `args` also as
+    `arguments`, the key Agent Inbox reads (it showed reviewers no arguments otherwise)."""
+    return [_with_arguments(i) for i in interrupts]
+
+
+def _with_arguments(interrupt: Any) -> Any:
+    value = interrupt.get("value") if isinstance(interrupt, dict) else None
+    if not isinstance(value, dict) or not isinstance(requests := value.get("action_requests"), list):
+        return interrupt
+    both = [
+        {**r, "arguments": r["args"]} if isinstance(r, dict) and "args" in r and "arguments" not in r else r
+        for r in requests
+    ]
+    return {**interrupt, "value": {**value, "action_requests": both}}
+
+
 def thread_state(thread: Thread) -> dict[str, Any]:
     """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
     return state_at(load_checkpoint(thread_id=thread.pk, agent=thread.agent), agent=thread.agent)
@@ -28,7 +67,7 @@ def thread_state(thread: Thread) -> dict[str, Any]:
 def state_at(checkpoint: CheckpointData, *, agent: str) -> dict[str, Any]:
     """A checkpoint of a LangGraph agent's thread as LangGraph's server shows a state."""
     graph = langgraph_agent(agent)
-    interrupts = checkpoint.values.get("interrupts") or []
+    interrupts = shown_interrupts(checkpoint.values.get("interrupts") or [])
     config = graph.checkpoint_config(checkpoint.values, thread_id=checkpoint.thread_id)
     values: dict[str, Any] = {"messages": checkpoint.values.get("messages", [])}
     if config["configurable"]["checkpoint_id"]:

@@ -18,7 +18,7 @@ from django.db import connection
 
 from agents.loading import load_checkpoint
 from approvals.actions.langgraph_runs import langgraph_agent
-from approvals.api.langgraph_state import SETTLED, jsonable, state_at
+from approvals.api.langgraph_state import jsonable, settled, shown_interrupts, state_at
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData, CheckpointError
 from checkpoints.models import ThreadStatus
@@ -40,7 +40,7 @@ async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str
     shown: Any = None
     while True:
         try:
-            shown, status, events, since = await sync_to_async(_snapshot)(
+            shown, stopped, events, since = await sync_to_async(_snapshot)(
                 thread_id, shown=shown, modes=modes, since=since
             )
         except CheckpointError as exc:  # the response has begun: an error event is how to say so
@@ -55,23 +55,23 @@ async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str
             return
         for event, data in events:
             yield _sse(event, data)
-        if status in SETTLED or time.monotonic() > deadline:
+        if stopped or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
 
 
 def _snapshot(
     thread_id: str, *, shown: Any, modes: set[str], since: str
-) -> tuple[Any, str, list[tuple[str, Any]], str]:
-    """The thread's head and status, and the events since the head last shown (none if it has not
-    moved), with the LangGraph checkpoint they reach."""
+) -> tuple[Any, bool, list[tuple[str, Any]], str]:
+    """The thread's head, whether the run has stopped (langgraph_state.settled), and the events
+    since the head last shown (none if it has not moved), with the LangGraph checkpoint they reach."""
     try:
-        thread = checkpoint_selectors.thread(thread_id)
+        thread, stopped = settled(thread_id)
         failed: list[tuple[str, Any]] = []
         if thread.status == ThreadStatus.FAILED:  # as LangGraph's server ends a run that raised
             failed.append(("error", {"error": "RunError", "message": thread.error or "The run failed."}))
         if thread.head_id == shown:
-            return shown, thread.status, failed, since
+            return shown, stopped, failed, since
         head = load_checkpoint(thread_id=thread_id, agent=thread.agent)
         events: list[tuple[str, Any]] = []
         if modes & {"updates", "messages-tuple", "events"}:
@@ -91,10 +91,10 @@ def _snapshot(
                         )
                     )
             if "updates" in modes and ran and (interrupts := head.values.get("interrupts")):
-                events.append(("updates", {"__interrupt__": list(interrupts)}))
+                events.append(("updates", {"__interrupt__": shown_interrupts(interrupts)}))
         if "values" in modes:
             events.append(("values", state_at(head, agent=thread.agent)["values"]))
-        return thread.head_id, thread.status, events + failed, since
+        return thread.head_id, stopped, events + failed, since
     finally:
         connection.close()  # not held between polls (the web process's pool is small)
 
