@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from django.db import connections
 
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import ThreadData
+from checkpoints.backends.base import Claim
 
 logger = logging.getLogger(__name__)
 
@@ -79,17 +79,17 @@ _heartbeat = _Heartbeat()
 
 
 @contextmanager
-def held_lease(*, thread_id: str, owner: str, ttl_s: float) -> Iterator[ThreadData | None]:
-    """Yield the thread as its lease was taken, or None if it was not; while the block runs,
-    keep renewing the lease."""
+def held_lease(*, thread_id: str, owner: str, ttl_s: float) -> Iterator[Claim | None]:
+    """Yield the claim (the thread as its lease was taken), or None if it was not; while the
+    block runs, keep renewing the lease."""
     backend = get_backend()
-    thread = backend.claim(thread_id=thread_id, owner=owner, ttl_s=ttl_s)
-    if thread is None:
+    claim = backend.claim(thread_id=thread_id, owner=owner, ttl_s=ttl_s)
+    if claim is None:
         yield None
         return
     _heartbeat.add(owner, ttl_s)
     try:
-        yield thread
+        yield claim
     finally:
         _heartbeat.remove(owner)
         backend.release(thread_id=thread_id, owner=owner)

@@ -70,10 +70,11 @@ def run_step(
     no head load (docs/architecture.md, "Chained steps"). retried: an earlier attempt of this
     task failed with an error, perhaps after its commit landed."""
     try:
-        with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as thread:
-            if thread is None:
+        with held_lease(thread_id=thread_id, owner=worker, ttl_s=settings.THREAD_LEASE_S) as claim:
+            if claim is None:
                 get_backend().get_thread(thread_id=thread_id)  # no lease to take: is it there?
                 return StepOutcome("busy")
+            thread = claim.thread
             if thread.head_id == checkpoint_id:
                 return _run_claimed(
                     thread=thread, checkpoint_id=checkpoint_id, worker=worker, ends=time.monotonic() + chain_s
@@ -82,13 +83,18 @@ def run_step(
         # Deleted (by an operator or retention) after its step was sent, or while it ran: nothing
         # is left to run or to write, and a busy retry would wait for a lease nobody can take.
         return StepOutcome("gone")
-    if retried:
+    if retried or claim.lapsed_owner:
         # The earlier attempt's COMMIT may have landed with its answer lost (the connection died):
         # its on-commit follow-up never ran and, the lease now released, nothing would send the
-        # head's step before the reconciler's queued rule (RECONCILE_QUEUED_AFTER_S). Sent again
-        # here, after the release so the step does not find the lease busy; if the follow-up did
-        # run, the duplicate step is stale and the pushes re-render what is already shown. Only
-        # a retried task does this: every stale task doing it would echo a duplicate per step.
+        # head's step before the reconciler's queued rule (RECONCILE_QUEUED_AFTER_S). Likewise a
+        # first delivery redelivered because its worker died after the COMMIT, before sending the
+        # next step: it took that worker's lapsed lease, still named (a step that sent its
+        # follow-up has released it; the name is this task's own if it was redelivered to the
+        # same worker node), and releasing it erased the reconciler's only sign of that.
+        # Sent again here, after the release so the step does not find the lease busy; if the
+        # follow-up did run, the duplicate step is stale and the pushes re-render what is already
+        # shown. A stale duplicate that found the lease free (released) or its own live one sends
+        # nothing: every stale task doing it would echo a duplicate per step.
         after_commit(thread_id=thread_id, checkpoint_id=thread.head_id, status=thread.status, resent=True)
     return StepOutcome("stale")
 

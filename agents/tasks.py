@@ -2,7 +2,6 @@
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.utils import timezone
 
 from agents import dispatch, runtime
 from agents.lease import RENEWALS_PER_LEASE
@@ -71,13 +70,10 @@ def reconcile_threads_task() -> int:
     was handed to the broker; it waits its turn and is re-sent only after
     RECONCILE_QUEUED_AFTER_S (the broker lost it: a flush, or a dead worker's unstarted task).
     Either way the thread is then marked queued afresh, so one pass never echoes the next."""
-    now = timezone.now()
-    orphans = find_orphans(
-        now=now, handoff_grace_s=HANDOFF_GRACE_S, queued_after_s=settings.RECONCILE_QUEUED_AFTER_S
-    )
+    orphans = find_orphans(handoff_grace_s=HANDOFF_GRACE_S, queued_after_s=settings.RECONCILE_QUEUED_AFTER_S)
     sent = 0
     for orphan in orphans:
-        if take_orphan(orphan, now=now):
+        if take_orphan(orphan):
             dispatch.enqueue_step(thread_id=orphan.thread_id, checkpoint_id=str(orphan.head_id))
             sent += 1
     return sent

@@ -1,7 +1,9 @@
 """Running threads that nobody runs: what the reconciler (agents.tasks) finds and takes back.
 
 The lease columns are the store's business; the reconciler asks only "which threads are
-orphaned?" and "is this one still orphaned? then it is mine to re-send"."""
+orphaned?" and "is this one still orphaned? then it is mine to re-send". Both answers are by
+the database's clock, the one leases and updated_at are written by: the reconciler's host may
+run ahead of the workers' (a live lease would look lapsed) or behind (a dead one, alive)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -9,6 +11,7 @@ from uuid import UUID
 
 from django.db.models import Q
 
+from checkpoints.backends.orm.statements import now
 from checkpoints.models import Thread, ThreadStatus
 
 
@@ -20,14 +23,12 @@ class Orphan:
     updated_at: datetime
 
 
-def find_orphans(
-    *, now: datetime, handoff_grace_s: float, queued_after_s: float, limit: int = 500
-) -> list[Orphan]:
+def find_orphans(*, handoff_grace_s: float, queued_after_s: float, limit: int = 500) -> list[Orphan]:
     """Running threads whose lease lapsed with its owner's name still on it (the owner died
     mid-step, or before sending the next step: older than handoff_grace_s), or that have had no
     lease for queued_after_s (handed to the broker, which lost the task)."""
-    lapsed = ~Q(lease_owner="") & Q(lease_expires_at__lt=now - timedelta(seconds=handoff_grace_s))
-    forgotten = Q(lease_owner="", updated_at__lt=now - timedelta(seconds=queued_after_s))
+    lapsed = ~Q(lease_owner="") & Q(lease_expires_at__lt=now() - timedelta(seconds=handoff_grace_s))
+    forgotten = Q(lease_owner="", updated_at__lt=now() - timedelta(seconds=queued_after_s))
     rows = (
         Thread.objects.filter(status=ThreadStatus.RUNNING, head__isnull=False)
         .filter(lapsed | forgotten)
@@ -36,7 +37,7 @@ def find_orphans(
     return [Orphan(thread_id=t, head_id=h, lease_owner=o, updated_at=u) for t, h, o, u in rows]
 
 
-def take_orphan(orphan: Orphan, *, now: datetime) -> bool:
+def take_orphan(orphan: Orphan) -> bool:
     """Clear the orphan's lease and mark it queued afresh (so the next pass does not echo this
     one), only if nobody claimed it meanwhile: the row is as it was read. True if taken."""
     unchanged = Thread.objects.filter(
@@ -45,5 +46,5 @@ def take_orphan(orphan: Orphan, *, now: datetime) -> bool:
         status=ThreadStatus.RUNNING,
         lease_owner=orphan.lease_owner,
         updated_at=orphan.updated_at,
-    ).filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-    return bool(unchanged.update(lease_owner="", lease_expires_at=None, updated_at=now))
+    ).filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now()))
+    return bool(unchanged.update(lease_owner="", lease_expires_at=None, updated_at=now()))

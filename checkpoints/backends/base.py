@@ -75,6 +75,19 @@ class ThreadData:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A thread's lease, taken."""
+
+    thread: ThreadData
+    """The thread as the claim found it."""
+    lapsed_owner: str = ""
+    """The name still on the lapsed lease the claim took: its holder died mid-step, or between
+    its commit and its release, so its next step may never have been sent (the reconciler's
+    "lapsed" rule; a task redelivered to the worker node it died on finds its own name). "" if
+    the lease was free (released) or the claimer's own live one."""
+
+
+@dataclass(frozen=True)
 class NewCheckpoint:
     """What a writer supplies; the backend derives step, digest, size and id."""
 
@@ -196,9 +209,10 @@ class ThreadLifecycle:
         when only_from is, only if its status is one of them (a cancel is never overwritten)."""
         raise NotImplementedError("a checkpoint backend must provide set_status()")
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
-        """Take the thread's lease if it is free, expired, or already ours; return the thread
-        if taken (None if not, or if there is no such thread)."""
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> Claim | None:
+        """Take the thread's lease if it is free, expired, or already ours; return the claim
+        if taken (None if not, or if there is no such thread). A backend shared by several
+        hosts times leases by its own clock, never the caller's."""
         raise NotImplementedError("a checkpoint backend must provide claim()")
 
     def release(self, *, thread_id: str, owner: str) -> None:

@@ -20,6 +20,7 @@ from checkpoints.backends.base import (
     CheckpointData,
     CheckpointNotFound,
     CheckpointSummary,
+    Claim,
     HeadConflict,
     Names,
     NewCheckpoint,
@@ -202,7 +203,7 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             self._threads[thread_id] = replace(thread, status=status, error=error, updated_at=timezone.now())
             return True
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> Claim | None:
         with self._lock:
             if thread_id not in self._threads:
                 return None
@@ -210,7 +211,8 @@ class MemoryBackend(MemoryStoreMixin, BaseCheckpointBackend):
             if holder and holder != owner and expires > time.monotonic():
                 return None
             self._leases[thread_id] = (owner, time.monotonic() + ttl_s)
-            return self._threads[thread_id]
+            lapsed = holder if expires <= time.monotonic() else ""
+            return Claim(self._threads[thread_id], lapsed_owner=lapsed)
 
     def release(self, *, thread_id: str, owner: str) -> None:
         with self._lock:

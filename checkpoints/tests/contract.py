@@ -312,7 +312,7 @@ class ThreadsContract(Hooks):
     def test_claim_takes_a_free_lease_and_returns_the_thread(self, backend: Any) -> None:
         start(backend, metadata={"tenant": "acme", "tags": ["vip"]})
 
-        thread = backend.claim(thread_id=THREAD, owner="w1", ttl_s=60)
+        thread = backend.claim(thread_id=THREAD, owner="w1", ttl_s=60).thread
 
         # As read back, field by field: the head's id, the metadata, the times with their zone.
         assert thread == backend.get_thread(thread_id=THREAD)
@@ -371,6 +371,19 @@ class ThreadsContract(Hooks):
 
         assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60) is None
         assert backend.renew(owners=["w1"], ttl_s=60) == 1
+
+    def test_a_claim_names_the_lapsed_lease_it_took(self, backend: Any) -> None:
+        start(backend)
+        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60).lapsed_owner == ""  # free
+        assert backend.claim(thread_id=THREAD, owner="w1", ttl_s=60).lapsed_owner == ""  # its own, live
+        backend.hand_off(thread_id=THREAD, owner="w1")  # committed; then died before releasing
+
+        assert backend.claim(thread_id=THREAD, owner="w2", ttl_s=60).lapsed_owner == "w1"
+        backend.release(thread_id=THREAD, owner="w2")  # sent its follow-up, released
+        assert backend.claim(thread_id=THREAD, owner="w3", ttl_s=60).lapsed_owner == ""
+        backend.hand_off(thread_id=THREAD, owner="w3")
+        # The same task redelivered to the worker node it died on: its own name, lapsed.
+        assert backend.claim(thread_id=THREAD, owner="w3", ttl_s=60).lapsed_owner == "w3"
 
     def test_claim_of_an_unknown_thread_returns_none(self, backend: Any) -> None:
         assert backend.claim(thread_id="nope", owner="w1", ttl_s=60) is None

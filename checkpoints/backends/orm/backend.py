@@ -9,7 +9,6 @@ whose runs were broken (rows another writer stored first) walk their prev links 
 import json
 import uuid
 from collections.abc import Collection
-from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -21,6 +20,7 @@ from checkpoints.backends.base import (
     CheckpointData,
     CheckpointNotFound,
     CheckpointSummary,
+    Claim,
     HeadConflict,
     NewCheckpoint,
     Summaries,
@@ -113,39 +113,20 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
             rows = rows.filter(head_id=_uuid(expected_head))
         if only_from is not None:
             rows = rows.filter(status__in=list(only_from))
-        return bool(rows.update(status=status, error=error, updated_at=timezone.now()))
+        # updated_at by the database's clock, as the reconciler's queued rule reads it.
+        return bool(rows.update(status=status, error=error, updated_at=sql.now()))
 
-    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
-        now = timezone.now()
-        return sql.update_thread(
-            "lease_owner = %s, lease_expires_at = %s",
-            [owner, now + timedelta(seconds=ttl_s)],
-            where="(lease_expires_at IS NULL OR lease_expires_at < %s OR lease_owner = %s)",
-            where_params=[now, owner],
-            thread_id=thread_id,
-        )
+    def claim(self, *, thread_id: str, owner: str, ttl_s: float) -> Claim | None:
+        return sql.claim_lease(thread_id=thread_id, owner=owner, ttl_s=ttl_s)
 
     def release(self, *, thread_id: str, owner: str) -> None:
         sql.release_lease(thread_id=thread_id, owner=owner)
 
     def hand_off(self, *, thread_id: str, owner: str, ttl_s: float = 0) -> ThreadData | None:
-        # The UPDATE locks the row as SELECT ... FOR UPDATE would, in the same round trip.
-        return sql.update_thread(
-            "lease_expires_at = %s",
-            [timezone.now() + timedelta(seconds=ttl_s)],
-            where="lease_owner = %s",
-            where_params=[owner],
-            thread_id=thread_id,
-        )
+        return sql.hand_off_lease(thread_id=thread_id, owner=owner, ttl_s=ttl_s)
 
     def renew(self, *, owners: Collection[str], ttl_s: float) -> int:
-        if not owners:
-            return 0
-        now = timezone.now()
-        # A lapsed lease (handed off, or taken over since) is not revived.
-        return Thread.objects.filter(lease_owner__in=owners, lease_expires_at__gte=now).update(
-            lease_expires_at=now + timedelta(seconds=ttl_s)
-        )
+        return sql.renew_leases(owners=owners, ttl_s=ttl_s) if owners else 0
 
     def delete_thread(self, *, thread_id: str) -> None:
         with transaction.atomic():
@@ -183,9 +164,7 @@ class OrmBackend(OrmRetentionMixin, OrmStoreMixin, BaseCheckpointBackend):
         summary, layout, plan_rows, refs = self._prepare(
             thread_id=thread_id, parent=parent, new=checkpoint, branch=branch
         )
-        moved = writes.write(
-            summary, refs=refs, rows=plan_rows, expected_head=expected_head, status=status, now=timezone.now()
-        )
+        moved = writes.write(summary, refs=refs, rows=plan_rows, expected_head=expected_head, status=status)
         if not moved:
             raise self._refusal(thread_id=thread_id, parent_id=parent.checkpoint_id, expected=expected_head)
         self.layouts.put(alias=connection.alias, layout=layout)

@@ -9,16 +9,17 @@ preparation, so types (UUIDs, JSON, datetimes, bytes) match what the ORM would s
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
-from datetime import UTC
+from collections.abc import Collection, Iterable, Sequence
+from datetime import UTC, timedelta
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection, models, transaction
+from django.db.models.expressions import RawSQL
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from checkpoints.backends.base import CheckpointSummary, ThreadData
+from checkpoints.backends.base import CheckpointSummary, Claim, ThreadData
 from checkpoints.backends.orm import prepared
 from checkpoints.models import Checkpoint, CheckpointSource, PendingWrite, StoredValue, Thread, ThreadStatus
 from checkpoints.storage.layout import Row
@@ -259,6 +260,101 @@ def _checkpoint_pk(checkpoint_id: uuid.UUID) -> Any:
     pk = Checkpoint._meta.pk
     assert pk is not None
     return pk.get_db_prep_value(checkpoint_id, connection)
+
+
+def now_sql() -> str:
+    """The database's clock, as SQL. Leases and updated_at are timed by it, never by a process's
+    own: workers on several hosts share one database, and a host whose clock ran ahead took live
+    leases (one behind kept dead ones alive). Postgres: the statement's start (Django's Now()),
+    which a transaction does not freeze. SQLite: its one host's clock (milliseconds) in UTC, as
+    the very text Django writes for that datetime (Django's Now() is not), since updated_at is
+    compared for equality (checkpoints.orphans.take_orphan)."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp()"
+    return (
+        "(CASE WHEN STRFTIME('%%f', 'NOW') LIKE '%%.000' THEN STRFTIME('%%Y-%%m-%%d %%H:%%M:%%S', 'NOW')"
+        " ELSE STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW') || '000' END)"
+    )
+
+
+def now() -> RawSQL:
+    """now_sql() as an ORM expression."""
+    return RawSQL(now_sql(), [], output_field=models.DateTimeField())
+
+
+def later_sql(ttl_s: float) -> tuple[str, list[Any]]:
+    """The database's clock ttl_s from now, as SQL and its parameters (SQLite: in milliseconds,
+    which sort among Django's microseconds; a lease's end is never compared for equality)."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp() + %s", [timedelta(seconds=ttl_s)]
+    return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %s)", [f"{ttl_s:+.3f} seconds"]
+
+
+def claim_lease(*, thread_id: str, owner: str, ttl_s: float) -> Claim | None:
+    """Take the lease if it is free, lapsed or owner's, and say whose lapsed lease it took: on
+    Postgres in one round trip (the CTE locks the row as the UPDATE would and reads the lease
+    before it; RETURNING sees only the new row)."""
+    until, until_params = later_sql(ttl_s)
+    # <=: a lease handed off (lapsing now) is free at once, at SQLite's millisecond clock too.
+    lapsed = f"lease_expires_at <= {now_sql()}"
+    free = f"(lease_expires_at IS NULL OR {lapsed} OR lease_owner = %s)"
+    if connection.vendor == "postgresql":
+        rows = prepared.fetch_all(
+            f"WITH old AS (SELECT id AS old_id, CASE WHEN {lapsed} THEN lease_owner ELSE '' END AS old_owner"
+            f" FROM {THREADS}"
+            f" WHERE id = %s AND {free} FOR NO KEY UPDATE)"
+            f" UPDATE {THREADS} SET lease_owner = %s, lease_expires_at = {until} FROM old"
+            f" WHERE id = old_id AND {free} RETURNING {', '.join(THREAD_COLUMNS)}, old_owner",
+            [thread_id, owner, owner, *until_params, owner],
+        )
+        before = rows[0][-1] if rows else ""
+        thread = _thread_of(rows[0][:-1]) if rows else None
+    else:
+        # SQLite's RETURNING cannot name another table; one host, one writer at a time: a read
+        # and the UPDATE in one (IMMEDIATE) transaction cost no round trip.
+        with transaction.atomic():
+            found = prepared.fetch_one(
+                f"SELECT CASE WHEN {lapsed} THEN lease_owner ELSE '' END FROM {THREADS} WHERE id = %s",
+                [thread_id],
+            )
+            before = found[0] if found else ""
+            thread = update_thread(
+                f"lease_owner = %s, lease_expires_at = {until}",
+                [owner, *until_params],
+                where=free,
+                where_params=[owner],
+                thread_id=thread_id,
+            )
+    if thread is None:
+        return None
+    return Claim(thread, lapsed_owner=before)
+
+
+def hand_off_lease(*, thread_id: str, owner: str, ttl_s: float) -> ThreadData | None:
+    """Let owner's lease lapse in ttl_s by the database's clock; the UPDATE locks the row as
+    SELECT ... FOR UPDATE would, in the same round trip."""
+    until, until_params = later_sql(ttl_s)
+    return update_thread(
+        f"lease_expires_at = {until}",
+        until_params,
+        where="lease_owner = %s",
+        where_params=[owner],
+        thread_id=thread_id,
+    )
+
+
+def renew_leases(*, owners: Collection[str], ttl_s: float) -> int:
+    """Extend the unexpired leases of owners by ttl_s, by the database's clock; how many.
+    A lapsed lease (handed off, or taken over since) is not revived."""
+    until, until_params = later_sql(ttl_s)
+    marks = ", ".join(["%s"] * len(owners))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {THREADS} SET lease_expires_at = {until}"
+            f" WHERE lease_owner IN ({marks}) AND lease_expires_at > {now_sql()}",
+            [*until_params, *owners],
+        )
+        return cursor.rowcount
 
 
 def release_lease(*, thread_id: str, owner: str) -> None:

@@ -12,7 +12,6 @@ nothing, so the caller's transaction stays clean without a savepoint.
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -35,34 +34,30 @@ def write(
     rows: Sequence[Row],
     expected_head: str | None,
     status: ThreadStatus,
-    now: datetime,
 ) -> bool:
     """Add the checkpoint and its new values and make it the head, if the head is still
     expected_head and the parent still exists; return whether it did (else nothing changed)."""
     if connection.vendor == "postgresql":
-        return _write_postgres(summary, refs=refs, rows=rows, expected=expected_head, status=status, now=now)
+        return _write_postgres(summary, refs=refs, rows=rows, expected=expected_head, status=status)
     with transaction.atomic(savepoint=False):
-        moved = _move_head(summary, expected=expected_head, status=status, now=now)
+        moved = _move_head(summary, expected=expected_head, status=status)
         if moved:
             sql.insert_values(summary.thread_id, rows)
             sql.insert_checkpoint(summary, refs=refs)
     return moved
 
 
-def _move_head(
-    summary: CheckpointSummary, *, expected: str | None, status: ThreadStatus, now: datetime
-) -> bool:
+def _move_head(summary: CheckpointSummary, *, expected: str | None, status: ThreadStatus) -> bool:
     pk = Checkpoint._meta.pk
     assert pk is not None and summary.parent_id is not None
     uuid_param = lambda value: pk.get_db_prep_value(uuid.UUID(value), connection)  # noqa: E731
     head = "= %s" if expected else "IS NULL"
     statement = (
-        f"UPDATE {THREADS} SET head_id = %s, status = %s, error = '', updated_at = %s"
+        f"UPDATE {THREADS} SET head_id = %s, status = %s, error = '', updated_at = {sql.now_sql()}"
         f" WHERE id = %s AND head_id {head}"
         f" AND EXISTS (SELECT 1 FROM {CHECKPOINTS} WHERE id = %s AND thread_id = %s)"
     )
-    updated_at = Thread._meta.get_field("updated_at").get_db_prep_value(now, connection)
-    params = [uuid_param(summary.id), str(status), updated_at, summary.thread_id]
+    params = [uuid_param(summary.id), str(status), summary.thread_id]
     params += [uuid_param(expected)] if expected else []
     params += [uuid_param(summary.parent_id), summary.thread_id]
     with connection.cursor() as cursor:
@@ -77,9 +72,8 @@ def _write_postgres(
     rows: Sequence[Row],
     expected: str | None,
     status: ThreadStatus,
-    now: datetime,
 ) -> bool:
-    parts = [_moved(summary, expected=expected, status=status, now=now)]
+    parts = [_moved(summary, expected=expected, status=status)]
     parts += [_stored(summary.thread_id, rows)] if rows else []
     parts.append(_written(summary, refs=refs))
     statement = f"WITH {', '.join(text for text, _ in parts)} SELECT count(*) FROM moved"
@@ -90,15 +84,16 @@ Part = tuple[str, list[Any]]
 """One CTE of the write statement and its parameters."""
 
 
-def _moved(summary: CheckpointSummary, *, expected: str | None, status: ThreadStatus, now: datetime) -> Part:
-    """Move the head, if it is still `expected` and the parent is still the thread's."""
+def _moved(summary: CheckpointSummary, *, expected: str | None, status: ThreadStatus) -> Part:
+    """Move the head, if it is still `expected` and the parent is still the thread's; updated_at
+    by the database's clock, as the reconciler reads it (checkpoints.orphans)."""
     head = "= %s::uuid" if expected else "IS NULL"
     statement = (
-        f"moved AS (UPDATE {THREADS} SET head_id = %s::uuid, status = %s, error = '', updated_at = %s"
-        f" WHERE id = %s AND head_id {head}"
+        f"moved AS (UPDATE {THREADS} SET head_id = %s::uuid, status = %s, error = '',"
+        f" updated_at = {sql.now_sql()} WHERE id = %s AND head_id {head}"
         f" AND EXISTS (SELECT 1 FROM {CHECKPOINTS} WHERE id = %s::uuid AND thread_id = %s) RETURNING id)"
     )
-    params = [summary.id, str(status), now, summary.thread_id, *([expected] if expected else [])]
+    params = [summary.id, str(status), summary.thread_id, *([expected] if expected else [])]
     return statement, [*params, summary.parent_id, summary.thread_id]
 
 
