@@ -2,12 +2,15 @@
 
 The model's own replies always have it; an operator's edit or a fork might not, and a tool call
 without an id or a function name, or two calls sharing an id, would break the step or the gates
-that run on that state. Extra keys (our `id`, `edited_by`, ...) are allowed.
+that run on that state; a role or content the chat API refuses would fail the next step in
+the worker (an HTTP 400 from the model's API) after the edit was accepted. Extra keys (our `id`,
+`edited_by`, ...) are allowed.
 """
 
 from typing import Any
 
 import pydantic
+from pydantic_core import PydanticCustomError
 
 Lenient = pydantic.ConfigDict(extra="allow")
 
@@ -28,12 +31,33 @@ class ToolCall(pydantic.BaseModel):
     function: FunctionCall
 
 
+ROLES = ("system", "developer", "user", "assistant", "tool")  # what Chat Completions accepts
+
+
 class Message(pydantic.BaseModel):
     model_config = Lenient
 
-    role: str = pydantic.Field(min_length=1)
+    role: str
+    content: Any = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+
+    @pydantic.field_validator("role", mode="before")
+    @classmethod
+    def chat_role(cls, role: Any) -> str:
+        if role not in ROLES:
+            raise PydanticCustomError("role", "must be one of: " + ", ".join(ROLES))
+        return str(role)
+
+    @pydantic.field_validator("content", mode="before")
+    @classmethod
+    def chat_content(cls, content: Any) -> Any:
+        # Text, or the API's list of content parts ({"type": "text", "text": ...}), or none.
+        if content is None or isinstance(content, str):
+            return content
+        if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+            return content
+        raise PydanticCustomError("content", "must be text, a list of content parts (JSON objects), or null")
 
     @pydantic.field_validator("tool_calls")
     @classmethod

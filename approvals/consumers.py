@@ -231,7 +231,9 @@ class ThreadConsumer(RejoiningConsumer):
         # The thread page also shows the history and the operator's buttons; decision pages do not.
         self.whole_page = query.get("view") == "thread"
         raw = query.get("request", "")
-        self.request_id = int(raw) if raw.isdigit() and not self.whole_page else None
+        # ASCII digits only ("²" is a digit int() refuses), and few: a request id fits a bigint.
+        whole = raw.isascii() and raw.isdecimal() and len(raw) < 12
+        self.request_id = int(raw) if whole and not self.whole_page else None
         # The panel the page shows (decision_page.panel_mark): pushes replace it only when it differs.
         self.panel_mark = query.get("panel", "")
         if not await self.admitted(user):

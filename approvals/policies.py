@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals import policy_cache
-from approvals.cel_scope import free_names
+from approvals.cel_scope import MACROS, TOKEN, free_names
 from approvals.models import Policy, PolicyAction
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,49 @@ def _sample_context() -> Any:
     )
 
 
+MAX_MACRO_DEPTH = 2  # `.all/.exists/.map/...` inside another's inside another's: refused
+MAX_MACRO_COST = 5_000  # estimated iterations; 300 x 300 through .map took about 3 s
+UNKNOWN_LIST_SIZE = 50  # a list the condition reads (effects.args, an argument): its size unknown
+
+
+def _macro_cost(when: str) -> tuple[int, int]:
+    """(deepest nesting of comprehension macros, estimated iterations): a macro over a list
+    written in the condition runs once per element, and a nested one that many times over."""
+    tokens = [m.group() for m in TOKEN.finditer(when) if m.lastgroup != "skip"]
+    opened: list[int] = []  # the token index of each open bracket
+    macros: list[tuple[int, int]] = []  # (bracket depth its call opened, iterations so far)
+    deepest = cost = 0
+    for i, token in enumerate(tokens):
+        if token in "([{":
+            opened.append(i)
+            if i >= 2 and tokens[i - 2] == "." and tokens[i - 1] in MACROS and token == "(":
+                runs = (macros[-1][1] if macros else 1) * _receiver_size(tokens, i - 3)
+                macros.append((len(opened), runs))
+                deepest, cost = max(deepest, len(macros)), cost + runs
+        elif token in ")]}" and opened:
+            if macros and macros[-1][0] == len(opened):
+                macros.pop()
+            opened.pop()
+    return deepest, cost
+
+
+def _receiver_size(tokens: list[str], end: int) -> int:
+    """The elements of the list literals in a macro's receiver ending at tokens[end] (at least
+    one), or UNKNOWN_LIST_SIZE for one the condition reads."""
+    if end < 0 or tokens[end] not in ")]}":
+        return UNKNOWN_LIST_SIZE
+    depth, start = 0, end
+    while start >= 0:  # back to the bracket that opens the receiver
+        depth += tokens[start] in ")]}"
+        depth -= tokens[start] in "([{"
+        if depth == 0:
+            break
+        start -= 1
+    span = tokens[start : end + 1]
+    elements = sum(1 for t in span if t == "[") + sum(1 for t in span if t == ",")
+    return max(elements, 1)
+
+
 def condition_error(when: str) -> str:
     """Why a condition cannot be used ("" when it can): a CEL syntax error, or a name that is
     neither a variable above nor a CEL function."""
@@ -65,6 +108,15 @@ def condition_error(when: str) -> str:
         program = compiled(when)
     except Exception as exc:
         return f"CEL error: {exc}"
+    # Checked before the sample run below: a nest of macros over long lists takes seconds.
+    depth, cost = _macro_cost(when)
+    if depth > MAX_MACRO_DEPTH:
+        return f"The condition nests {depth} macros (all, exists, map, ...); the limit is {MAX_MACRO_DEPTH}."
+    if cost > MAX_MACRO_COST:
+        return (
+            f"The condition's macros would run about {cost:,} times per call; the limit is "
+            f"{MAX_MACRO_COST:,}. Use shorter lists, or fewer macros inside macros."
+        )
     # Read from the program, not found by running it: `false && typo` never evaluates `typo`.
     # A macro's own variable is known where the macro binds it, and nowhere else.
     unknown = (set(program.variables()) - set(VARIABLES)) & free_names(when)

@@ -15,6 +15,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from agents.offline import server as offline_model  # noqa: E402
 from approvals.routing import websocket_urlpatterns  # noqa: E402
@@ -34,11 +35,19 @@ async def http(scope: Scope, receive: Receive, send: Send) -> None:
         await django_asgi_app(scope, receive, send)
 
 
+async def no_such_socket(scope: Scope, receive: Receive, send: Send) -> None:
+    """A socket path no consumer serves: refused with 4404 (Channels' own "No route found"
+    would crash the handshake, a 500)."""
+    await receive()  # the handshake's websocket.connect; a close before accept refuses it
+    await send({"type": "websocket.close", "code": 4404})
+
+
+# Channels routes to ASGI apps; Django's stubs for re_path expect a view.
+sockets = [*websocket_urlpatterns, re_path(r"", no_such_socket)]  # type: ignore[arg-type]
+
 application = ProtocolTypeRouter(
     {
         "http": http,
-        "websocket": BadTextWebSocketGuard(
-            SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
-        ),
+        "websocket": BadTextWebSocketGuard(SameOriginValidator(AuthMiddlewareStack(URLRouter(sockets)))),
     }
 )

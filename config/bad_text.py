@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import BadRequest, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
@@ -104,6 +104,10 @@ class BadTextMiddleware:
             return too_large(request)
         except MultiPartParserError:
             problem = ""  # the view's own parsing answers it
+        except BadRequest as exc:
+            # A body Django refuses to read (a form in a charset other than UTF-8): every later
+            # read of request.POST (the CSRF check, the 400 page's) would raise it again, a 500.
+            return refuse(request, f"the body cannot be read: {exc}")
         if problem:
             return refuse(request, problem)
         return self.get_response(request)

@@ -5,9 +5,15 @@ Django's own 404 passes the exception's class name when it has no message, so an
 address read "Resolver404 It may have been deleted…"; this one shows no message then.
 """
 
-from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotFound,
+    HttpResponseServerError,
+    JsonResponse,
+)
 from django.template import loader
-from django.views import defaults
 
 from config.middleware import is_api
 
@@ -27,10 +33,12 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     if is_api(request):
         detail = "Bad Request: the request could not be read (too many fields?). Nothing was changed."
         return JsonResponse({"detail": detail}, status=400)
-    return defaults.bad_request(request, exception)  # type: ignore[arg-type]
+    # Rendered as Django's default does, without its requires_csrf_token wrapper: that reads
+    # request.POST again, and a body Django refused to read raises again there (a 500).
+    return HttpResponseBadRequest(loader.get_template("400.html").render())
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if is_api(request):
         return JsonResponse({"detail": "Server Error: the failure is logged."}, status=500)
-    return defaults.server_error(request)
+    return HttpResponseServerError(loader.get_template("500.html").render())  # no request: see bad_request

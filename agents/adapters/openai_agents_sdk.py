@@ -311,7 +311,14 @@ def _arguments_model(tool: Any) -> type[pydantic.BaseModel] | None:
     if not callable(function):
         return None
     model: type[pydantic.BaseModel] = function_schema(function).params_pydantic_model
-    return model
+    # The SDK's model ignores unknown keys: an edit naming an argument the tool lacks is refused
+    # (400), as for every other agent, rather than approved with it silently dropped.
+    strict: type[pydantic.BaseModel] = type(
+        model.__name__,
+        (model,),
+        {"model_config": pydantic.ConfigDict(extra="forbid"), "__module__": model.__module__},
+    )
+    return strict
 
 
 def _edited(stored: dict[str, Any], *, call_id: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """pydantic-ai agents behind Gatehouse's inbox.
 
 `PydanticAIAgent(name=..., agent=<pydantic_ai.Agent>, gates={"issue_refund": Approval(...)})`
-runs the agent one *segment* per step: `agent.run_sync` until it finishes or stops at tools that
-need approval (`requires_approval=True`: the run ends with `DeferredToolRequests`). Each
-segment is a checkpoint; each call awaiting approval is a gate, so a request in the inbox. The
-step after the decisions resumes the run with `DeferredToolResults`: approve → `True`, edit →
-`ToolApproved(override_args=...)`, reject (or expiry) → `ToolDenied` with the reason the
-model reads, respond → `ToolDenied` with the reviewer's text in the tool's place.
+runs the agent one *segment* per step: `agent.run`, on the process's one loop for them, until it
+finishes or stops at tools that need approval (`requires_approval=True`: the run ends with
+`DeferredToolRequests`). Each segment is a checkpoint; each call awaiting approval is a gate, so a
+request in the inbox. The step after the decisions resumes the run with `DeferredToolResults`:
+approve → `True`, edit → `ToolApproved(override_args=...)`, reject (or expiry) → `ToolDenied`
+with the reason the model reads, respond → `ToolDenied` with the reviewer's text in the tool's place.
 
 State: pydantic-ai's own message history (`ModelMessagesTypeAdapter` JSON, with a format
 marker), appended per segment, and the conversation in the chat shape the pages show.
@@ -17,7 +17,10 @@ once per call if it wraps its side effect in `ctx.deps.run_once(ctx.tool_call_id
 (recorded with the step's checkpoint, like native tools).
 """
 
+import asyncio
 import json
+import os
+import threading
 from typing import Annotated, Any
 
 import pydantic
@@ -51,6 +54,32 @@ class PydanticAIState(SegmentState):
 
 
 _tool_threads = ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
+_loop_lock = threading.Lock()
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # (the process that started it, the loop)
+
+
+def _segments_loop() -> asyncio.AbstractEventLoop:
+    """The one event loop this process runs every pydantic-ai segment on. A model built the
+    natural way, at import, keeps one async HTTP client whose connections belong to the loop
+    that opened them: `run_sync` in each worker thread (a loop per thread) would share them
+    across loops and fail ("bound to a different event loop")."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop[0] != os.getpid():  # a forked child has the loop but not its thread
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="pydantic-ai-loop", daemon=True).start()
+            _loop = (os.getpid(), loop)
+        return _loop[1]
+
+
+def _on_segments_loop(coro: Any) -> Any:
+    """Run `coro` on the segments' loop and wait for it, here, in the step's thread."""
+    future = asyncio.run_coroutine_threadsafe(coro, _segments_loop())
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()  # the step's thread gave up (interrupted): so does the segment
+        raise
 
 
 class PydanticAIAgent(GatedToolsAgent):
@@ -186,15 +215,21 @@ class PydanticAIAgent(GatedToolsAgent):
         deps = GatehouseDeps.of(ctx)
         history = _history(state)
         results = _results(ctx.decisions) if ctx.decisions else None
-        try:
+        headers = llm.offline_headers()  # read here, in the step's thread
+
+        async def segment() -> Any:
+            # Set here: the executor is a context variable, and the loop's task has its own context.
             with pydantic_ai.Agent.using_thread_executor(_tool_threads):
-                result = self.agent.run_sync(
+                return await self.agent.run(
                     state.prompt or None,
                     message_history=history or None,
                     deferred_tool_results=results,
                     deps=deps,
-                    model_settings={"extra_headers": llm.offline_headers()},
+                    model_settings={"extra_headers": headers},
                 )
+
+        try:
+            result = _on_segments_loop(segment())
         except ModelHTTPError as exc:
             if exc.status_code >= 500 or exc.status_code == 429:
                 raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc

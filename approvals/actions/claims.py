@@ -17,7 +17,7 @@ from agents.actions import InvalidInput
 from approvals import events
 from approvals.access import Access
 from approvals.actions.audit import audit_request
-from approvals.actions.decisions import describe_closed
+from approvals.actions.decisions import describe_closed, expired_message, is_past_expiry
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import RequestRoute
@@ -48,6 +48,12 @@ def _locked(request_id: int) -> ApprovalRequest:
     return request_
 
 
+def _check_not_expired(request_: ApprovalRequest) -> None:
+    # Its expiry decides it now (a release is still fine: the sweep clears claims anyway).
+    if is_past_expiry(request_):
+        raise ClaimConflict(expired_message(request_))
+
+
 def _set_claim(request_: ApprovalRequest, user: AbstractBaseUser | None, *, now: datetime) -> None:
     request_.hold_for(user, now=now)
     request_.save(update_fields=["claimed_by", "claimed_at", "claim_active_at"])
@@ -64,6 +70,7 @@ def do_claim(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
     with transaction.atomic():
         request_ = _locked(request_id)
         check_may_claim(request_, user=user)
+        _check_not_expired(request_)
         holder = request_.claimed_by
         if holder is not None and holder.pk != user.pk:
             raise ClaimConflict(f"Already claimed by {holder.get_username()}.")
@@ -98,6 +105,7 @@ def do_reassign(request_id: int, *, admin: AbstractBaseUser, to: AbstractBaseUse
         raise NotAllowed("Only admins can reassign requests.")
     with transaction.atomic():
         request_ = _locked(request_id)
+        _check_not_expired(request_)
         if not Access.of(to).can_decide(request_.queue):
             raise InvalidInput({"to": NO_SUCH_REVIEWER})
         if request_.signoffs.filter(reviewer_id=to.pk).exists():

@@ -17,7 +17,7 @@ from approvals.actions.audit import appended_last, audit_request
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.signoffs import args_mark, check_args_seen, do_signoff, needs_signoffs
 from approvals.actions.undo import do_schedule_effect, do_take_effect_now, undo_deadline
-from approvals.models import ApprovalRequest, ApprovalStatus, PolicyAction
+from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction, PolicyAction
 from approvals.policies import Rule
 from approvals.selectors import RequestRoute
 from checkpoints.backends import get_backend
@@ -31,6 +31,8 @@ __all__ = [
     "check_may_decide",
     "do_decide",
     "do_decide_by_policy",
+    "expired_message",
+    "is_past_expiry",
     "lock_request",
 ]
 
@@ -70,6 +72,21 @@ def describe_closed(request_: ApprovalRequest, *, viewer: AbstractBaseUser | Non
     if viewer is not None and viewer.pk == request_.decided_by.pk:
         return f"You {verb} this request."
     return f"Already {verb} by {request_.decided_by.get_username()}."
+
+
+def is_past_expiry(request_: ApprovalRequest) -> bool:
+    """Pending past its deadline: its expiry (a rejection, an escalation) decides it, not a
+    reviewer of its queue who acts before the sweep (every INBOX_SWEEP_INTERVAL_S) gets to it."""
+    return request_.is_pending and request_.expires_at is not None and request_.expires_at <= timezone.now()
+
+
+def expired_message(request_: ApprovalRequest) -> str:
+    then = (
+        "escalated to " + repr(request_.escalate_to)
+        if request_.expiry_action == ExpiryAction.ESCALATE
+        else ("rejected automatically")
+    )
+    return f"This request expired: nobody decided it in time, and it is being {then}. Nothing was changed."
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,8 @@ def check_decision(
     # Said before anything about the input: a late or taken request's form mistakes do not matter.
     if not request_.is_pending:
         raise DecisionConflict(request_)
+    if is_past_expiry(request_):
+        raise DecisionConflict(request_, expired_message(request_))
     if request_.is_claimed and request_.claimed_by_id != user.pk:
         raise DecisionConflict(request_, claimed_message(request_))
     if decision not in request_.allowed_decisions:
@@ -157,16 +176,19 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
         if request_.is_pending and thread.head_id != str(request_.checkpoint_id):
             # Committed, not rolled back: the next reviewer sees why at once.
             supersede(request_, reason="the thread moved on to a newer checkpoint")
+        if is_past_expiry(request_):  # on the locked row: the deadline may have passed since the check
+            raise DecisionConflict(request_, expired_message(request_))
         if request_.is_claimed and request_.claimed_by_id != reviewer.pk:
             raise DecisionConflict(request_, claimed_message(request_))
+        if request_.is_pending and valid.decision == Decision.APPROVE:
+            # Only for the arguments the reviewer read: another's edit since replaced them, or
+            # the client approved arguments it never read (the API's approved_args).
+            check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.effective_args))
         if (
             request_.is_pending
             and needs_signoffs(request_)
             and valid.decision in (Decision.APPROVE, Decision.EDIT)
         ):
-            if valid.decision == Decision.APPROVE:
-                # Only for the arguments the reviewer read: another's edit since replaced them.
-                check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.effective_args))
             if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args):
                 return request_  # waits for more approvals
             # Enough different reviewers approved the arguments as they stand (the last edit's).

@@ -350,3 +350,29 @@ def test_a_reviewer_who_approved_cannot_claim_the_request_from_the_reviewers_it_
     with pytest.raises(Conflict, match="already approved"):
         do_claim(request_.pk, user=rita)
     assert do_claim(request_.pk, user=sam).claimed_by == sam
+
+
+@pytest.mark.django_db
+def test_an_api_approval_of_arguments_the_request_does_not_hold_is_refused_with_one_approver_too(
+    settings: Any,
+) -> None:
+    # README, the decision row: approved_args are what the client read; a request needing one
+    # approval ran its own arguments while the client had approved others (ORD-1003 for ORD-9999).
+    settings.DECISION_UNDO_S = 0
+    rita = make_user("rita", "reviewer")
+    request_ = make_gate(args={"order_id": "ORD-1003", "amount_cents": 1999})
+
+    body = {"decision": "approve", "approved_args": {"order_id": "ORD-9999", "amount_cents": 1}}
+    answer = api_client(rita).post(
+        f"/api/approvals/{request_.pk}/decision", json.dumps(body), content_type="application/json"
+    )
+
+    assert answer.status_code == 409 and "edited after you opened" in answer.json()["detail"]
+    assert fresh(request_).status == ApprovalStatus.PENDING
+    assert thread_status(request_) == ThreadStatus.WAITING
+
+    body["approved_args"] = {"order_id": "ORD-1003", "amount_cents": 1999}
+    answer = api_client(rita).post(
+        f"/api/approvals/{request_.pk}/decision", json.dumps(body), content_type="application/json"
+    )
+    assert answer.status_code == 200 and fresh(request_).status == ApprovalStatus.APPROVED

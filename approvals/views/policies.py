@@ -28,7 +28,8 @@ def preview(request: AuthedRequest) -> HttpResponse:
 
 
 def _policy_id(raw: str) -> int | None:
-    return int(raw) if raw.isdigit() and len(raw) < 12 else None
+    # ASCII digits only: "²" passes isdigit() and int() refuses it (a 500).
+    return int(raw) if raw.isascii() and raw.isdecimal() and len(raw) < 12 else None
 
 
 def _saved(request: AuthedRequest) -> Rule:
