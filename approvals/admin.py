@@ -3,9 +3,11 @@
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -16,6 +18,7 @@ from approvals.actions.errors import Conflict
 from approvals.actions.policies import do_delete_policy, do_record_policy_change, policy_facts
 from approvals.actions.threads import do_delete_thread
 from approvals.actions.tokens import do_revoke_tokens
+from approvals.forms import PolicyAdminForm
 from approvals.markdown import render_markdown
 from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEvent, Policy, Queue
 from checkpoints.admin import ThreadAdmin
@@ -51,8 +54,23 @@ def gatehouse_link(url: str | None) -> SafeString | str:
     return format_html('<a href="{}" target="_blank" rel="noopener">View in Gatehouse</a>', url)
 
 
+class CheckedSelection(admin.ModelAdmin):
+    """An action on selected rows whose ids the primary key cannot be (`_selected_action=zzz`)
+    is a 400 that changes nothing: Django's own filter on them raises, a 500."""
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        key = self.model._meta.pk
+        assert key is not None
+        try:
+            for raw in request.POST.getlist(ACTION_CHECKBOX_NAME):
+                key.run_validators(key.to_python(raw))  # the type, and the column's range
+        except ValidationError:
+            return HttpResponseBadRequest("Refused: a selected row's id is not an id. Nothing was changed.")
+        return super().response_action(request, queryset)
+
+
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(CheckedSelection):
     list_display = ["name", "description", "access", "pending"]
     search_fields = ["name", "description"]
     filter_horizontal = ["groups"]
@@ -77,10 +95,11 @@ class QueueAdmin(admin.ModelAdmin):
 
 
 @admin.register(Policy)
-class PolicyAdmin(admin.ModelAdmin):
+class PolicyAdmin(CheckedSelection):
     """Admins only. The form refuses a condition that does not compile (Policy.clean, with the
     CEL error); every save and delete bumps the version and goes to the ledger with its diff."""
 
+    form = PolicyAdminForm  # refuses a tool no agent gates
     list_display = ["name", "tool", "agent", "action", "when", "order", "enabled", "version", "thread_id"]
     list_filter = ["action", "enabled", "tool"]
     search_fields = ["name", "tool", "agent", "when"]
@@ -151,7 +170,7 @@ class PolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(CheckedSelection):
     """List and revoke tokens. New ones come from `create_api_token`, which shows the token once."""
 
     list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
@@ -177,7 +196,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(admin.ModelAdmin):
+class ApprovalRequestAdmin(CheckedSelection):
     """Read-only: decisions and claims go through the inbox so they are checked and audited."""
 
     list_display = ["id", "action", "queue", "status", "claimed_by", "decided_by", "created_at", "expires_at"]
@@ -235,7 +254,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(CheckedSelection):
     """The ledger is append-only: nothing here may change it."""
 
     list_display = ["id", "created_at", "actor_name", "action", "thread_id", "approval_ref"]
