@@ -24,6 +24,9 @@ class Gate:
     args: dict[str, Any]
     approval: Approval
     description: str = ""
+    asks_again: str = ""
+    """The key of the gate this one asks again under a new key (a LangGraph interrupt raised anew
+    after an edit): its request takes the place of that gate's superseded request."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,11 @@ class Agent:
     def approvals(self) -> list[Approval]:
         """Every gate this agent may open (for the queues it names)."""
         return []
+
+    def gated_actions(self) -> frozenset[str] | None:
+        """The names of the actions this agent gates (what a policy may name), or None when it
+        cannot list them: any action may reach a gate (a LangGraph interrupt names its own)."""
+        return None
 
     def edit_schema(self, action: str) -> dict[str, Any]:
         """The JSON schema of `action`'s arguments, for a reviewer's edit form ({}: no form)."""

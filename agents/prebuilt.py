@@ -48,6 +48,9 @@ class ToolAgent(Agent):
     def approvals(self) -> list[Approval]:
         return [t.approval for t in self._tools.values() if t.approval is not None]
 
+    def gated_actions(self) -> frozenset[str]:
+        return frozenset(name for name, t in self._tools.items() if t.approval is not None)
+
     def edit_schema(self, action: str) -> dict[str, Any]:
         tool = self.tool(action)
         return tool.args_schema() if tool else {}

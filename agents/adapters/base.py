@@ -126,6 +126,9 @@ class GatedToolsAgent(SegmentAgent):
     def approvals(self) -> list[Approval]:
         return list(self.gates.values())
 
+    def gated_actions(self) -> frozenset[str]:
+        return frozenset(self.gates)
+
     def definition_errors(self) -> list[str]:
         errors = super().definition_errors()
         for action, approval in self.gates.items():

@@ -26,7 +26,7 @@ effect wraps it in `gatehouse_step().run_once(tool_call_id, fn)` so it happens o
 
 import contextvars
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cached_property, partial
@@ -57,6 +57,8 @@ from agents.tools import Approval, Decision, ToolArgumentsError, plain_errors
 
 RESUME = "__resume__"  # the channel LangGraph records an interrupt's answer in (private there)
 HITL_DECISIONS = {"approve": Decision.APPROVE, "edit": Decision.EDIT, "reject": Decision.REJECT}
+CallAsked = tuple[str, str, str | None]
+"""(gate key, action, the id of the tool call it asks about, None if no call matches)."""
 
 _step: contextvars.ContextVar[GatehouseDeps] = contextvars.ContextVar("gatehouse_step")
 
@@ -348,6 +350,14 @@ class LangGraphAgent(SegmentAgent):
             moved[gate_key(new_ids[interrupt_id], index)] = decision
         return dict(asked.config), fresh, moved
 
+    def _asked_at(self, config: dict[str, Any], interrupts: list[dict[str, Any]]) -> list[CallAsked]:
+        """What the interrupts pending at LangGraph's checkpoint `config` ask, before an edit
+        changes its conversation: _calls_asked of its messages there."""
+        if not interrupts:
+            return []
+        stored = self.compiled.get_state(config).values.get("messages", [])  # type: ignore[arg-type]
+        return _calls_asked(interrupts, _chat(stored, before=[]))
+
     def checkpoint_config(self, values: dict[str, Any], *, thread_id: str) -> dict[str, Any]:
         """LangGraph's config for the checkpoint a stored state names (checkpoint_id "" if none),
         in the LangGraph thread that holds it."""
@@ -371,7 +381,9 @@ class LangGraphAgent(SegmentAgent):
                 "LangGraph's first checkpoint of this thread is gone: its start cannot run again "
                 "(fork from a later checkpoint)"
             )
+        asked_before: list[CallAsked] = []
         if state.pending_edit:
+            asked_before = self._asked_at(config, state.interrupts)
             config = self._write_edit(config, state.messages)
         graph_input: Any = None
         deps = GatehouseDeps.of(ctx)
@@ -401,7 +413,12 @@ class LangGraphAgent(SegmentAgent):
         }
         resumed = bool(ctx.decisions)
         if interrupts:
-            return Step(update=update, goto=NODE, gates=self._gates(interrupts), resumed=resumed)
+            gates = self._gates(interrupts)
+            if asked_before:
+                gates = _asking_again(
+                    gates, before=asked_before, now=_calls_asked(interrupts, update["messages"])
+                )
+            return Step(update=update, goto=NODE, gates=gates, resumed=resumed)
         return Step(update=update, goto=None, resumed=resumed)
 
 
@@ -493,6 +510,35 @@ def _gate_of_call(interrupts: list[dict[str, Any]], messages: list[dict[str, Any
                 unclaimed.remove(call)
                 gate_of[call[0]] = gate_key(interrupt["id"], index)
     return gate_of
+
+
+def _calls_asked(interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[CallAsked]:
+    """What each action the interrupts ask about is, in order: its gate key, and its call."""
+    call_of = {key: call_id for call_id, key in _gate_of_call(interrupts, messages).items()}
+    asked: list[CallAsked] = []
+    for interrupt in interrupts:
+        for index, (action, _, _, _) in enumerate(_asked(interrupt["value"])):
+            key = gate_key(interrupt["id"], index)
+            asked.append((key, action, call_of.get(key)))
+    return asked
+
+
+def _asking_again(gates: list[Gate], *, before: Sequence[CallAsked], now: Sequence[CallAsked]) -> list[Gate]:
+    """The gates an edited node raised anew, each naming the gate it asks again (asks_again): its
+    new interrupt has a new id, so a new key, but it is the same gate when it asks about the same
+    tool call, or, where an interrupt's action matches no call, the same action in the same place.
+    The superseded request then links to the new one and keeps its place, as a native agent's."""
+    old_of_call = {call: key for key, _, call in before if call is not None}
+    unmatched = [(key, action) for key, action, call in before if call is None]
+    again: dict[str, str] = {}
+    for key, action, call in now:
+        if call is not None:
+            if call in old_of_call:
+                again[key] = old_of_call[call]
+        elif (found := next((u for u in unmatched if u[1] == action), None)) is not None:
+            unmatched.remove(found)
+            again[key] = found[0]
+    return [replace(g, asks_again=again[g.key]) if g.key in again else g for g in gates]
 
 
 def _run_once_as_gate(

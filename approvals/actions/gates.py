@@ -41,7 +41,9 @@ def do_open_requests(
     *, thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate]
 ) -> list[ApprovalRequest]:
     """Create one pending request per gate. Runs inside the step's transaction."""
-    originals = _originals(thread_id=thread_id, keys=[gate.key for gate in gates])
+    # A gate asked again under a new key (a LangGraph interrupt raised anew) names the old one.
+    asked_as = [gate.asks_again or gate.key for gate in gates]
+    originals = _originals(thread_id=thread_id, keys=asked_as)
     created = ApprovalRequest.objects.bulk_create(
         [
             ApprovalRequest(
@@ -61,7 +63,7 @@ def do_open_requests(
             for gate in gates
         ]
     )
-    asked_before = _link_to_originals(created, originals) if originals else {}
+    asked_before = _link_to_originals(created, asked_as, originals) if originals else {}
     # A policy's ledger events are appended after its decisions resume the thread, as the gates'
     # last statements: the ledger's lock is not held while the thread is resumed.
     with appended_last():
@@ -96,15 +98,16 @@ def _originals(*, thread_id: str, keys: list[str]) -> dict[str, int]:
 
 
 def _link_to_originals(
-    created: list[ApprovalRequest], originals: dict[str, int]
+    created: list[ApprovalRequest], asked_as: list[str], originals: dict[str, int]
 ) -> dict[int, ApprovalRequest]:
     """A gate asked again points at the request it replaces and keeps its place in the queue:
-    the original's created_at. Returns, per new request's id, the one it replaces."""
+    the original's created_at. `asked_as` is each request's gate key as asked before. Returns,
+    per new request's id, the one it replaces."""
     fields = ("pk", "created_at", "queue", "escalated_from")
     asked = ApprovalRequest.objects.only(*fields).in_bulk(list(originals.values()))
     replaced = {}
-    for request_ in created:
-        if (original := originals.get(request_.key)) is None:
+    for request_, key in zip(created, asked_as, strict=True):
+        if (original := originals.pop(key, None)) is None:
             continue
         request_.supersedes_id, request_.created_at = original, asked[original].created_at
         ApprovalRequest.objects.filter(pk=request_.pk).update(
