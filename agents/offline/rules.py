@@ -17,7 +17,12 @@ Message = dict[str, Any]
 # openai client into this pure module.
 REJECTED_PREFIX = "Rejected by a human reviewer: "
 EXPIRED_PREFIX = "Rejected automatically, no reviewer decided in time: "
-REJECTIONS = (REJECTED_PREFIX, EXPIRED_PREFIX)
+POLICY_PREFIX = "Rejected automatically by policy {policy}: "
+# A policy's rejection names it ("'allowed domains' v1"): no reviewer decided, so none is credited.
+POLICY_REJECTION = re.compile(
+    re.escape(POLICY_PREFIX).replace(re.escape("{policy}"), r"(?P<policy>'.*?' v\d+)"), re.DOTALL
+)
+REJECTIONS = (REJECTED_PREFIX, EXPIRED_PREFIX, POLICY_PREFIX.split("{")[0])
 ERROR_PREFIX = "Error:"
 ASK_ORDER = "I can help with a refund. Which order is it? Please give the order number, like ORD-1001."
 ASK_RECIPIENT = (
@@ -331,7 +336,11 @@ def is_int(value: Any) -> bool:
 
 
 def rejection_reason(content: str) -> str:
-    """Return the reason after the rejection prefix: the reviewer's, or the expired gate's."""
+    """Return the reason after the rejection prefix: the reviewer's, or the expired gate's, or
+    the policy's, with the policy named as what rejected it."""
+    if match := POLICY_REJECTION.match(content):
+        reason = content[match.end() :].strip() or "no reason given"
+        return f"policy {match['policy']} rejected it automatically. {reason}"
     prefix = next(p for p in REJECTIONS if content.startswith(p))
     return content[len(prefix) :].strip() or "no reason given"
 
