@@ -140,16 +140,17 @@ class ValidImport:
     """The gates each checkpoint (by its id in the document) needs before its next node runs."""
 
 
-def check_import(document: Any, *, thread_id: str | None) -> ValidImport:
+def check_import(document: Any, *, thread_id: str | None, rename_with: str = "?thread_id=") -> ValidImport:
     """Validate a whole export (shape, tree, every state against its agent) and the id to
-    import it under. Raise InvalidExport with a readable message."""
+    import it under. Raise InvalidExport with a readable message. rename_with: how the caller
+    names the id to import under (the API's query parameter, the command's option)."""
     try:
         doc = parse_document(document)
     except ValueError as exc:
         raise InvalidExport(f"invalid export: {exc}") from exc
     new_id = thread_id if thread_id is not None else doc.thread.id
     if not is_valid_thread_id(new_id):
-        what = "thread_id" if thread_id is not None else "thread.id (import it under ?thread_id=)"
+        what = "thread_id" if thread_id is not None else f"thread.id (import it under {rename_with})"
         raise InvalidExport(f"invalid {what}: {THREAD_ID_RULE}")
     if doc.thread.tenant is not None and not is_valid_tenant(doc.thread.tenant):
         raise InvalidExport(f"invalid export: thread.tenant: {THREAD_ID_RULE}")

@@ -4,7 +4,9 @@ Passwords come from DEMO_PASSWORD (the same for all three) or are generated once
 VAR_DIR/demo_passwords.json, so every `make run` prints the same credentials. A demo user that
 exists is left as an admin left it (its password, whether it is active, its groups): a restart
 never brings back a password someone changed or an account someone deactivated. DEMO_PASSWORD
-is a deliberate choice, so it does set the password of a user that exists.
+is a deliberate choice, so it does set the password of a user that exists; the password hash it
+set is kept in VAR_DIR/demo_password_set.json (never the password itself), so a later run
+without it says the password is still the one DEMO_PASSWORD chose, not that someone changed it.
 """
 
 import json
@@ -34,6 +36,29 @@ def demo_passwords() -> dict[str, str]:
     return passwords
 
 
+def _set_by_demo_password_path() -> Path:
+    return Path(settings.VAR_DIR) / "demo_password_set.json"
+
+
+def set_by_demo_password() -> dict[str, str]:
+    """Per demo user, the password hash DEMO_PASSWORD last set (the hash, not the password: a
+    chosen password is not written to disk)."""
+    path = _set_by_demo_password_path()
+    try:
+        stored = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:  # damaged: it only costs the note (the password shows as changed since)
+        return {}
+    if not isinstance(stored, dict):
+        return {}
+    return {name: value for name, value in stored.items() if isinstance(value, str)}
+
+
+def remember_set_by_demo_password(hashes: dict[str, str]) -> None:
+    path = _set_by_demo_password_path()
+    path.write_text(json.dumps(hashes, indent=2) + "\n")
+    path.chmod(0o600)
+
+
 class Command(BaseCommand):
     help = "Create the demo users reviewer, operator and admin (idempotent) and print their passwords."
 
@@ -41,6 +66,8 @@ class Command(BaseCommand):
         passwords, chosen = demo_passwords(), bool(os.environ.get("DEMO_PASSWORD"))
         User = get_user_model()
         shown: dict[str, str] = {}
+        known = set_by_demo_password()
+        marks = dict(known)
         with transaction.atomic():
             ensure_roles()
             for role in ROLE_NAMES:
@@ -51,7 +78,15 @@ class Command(BaseCommand):
                 if created or chosen:
                     user.set_password(passwords[role])
                     user.save()
-                shown[role] = shown_password(user, passwords[role], checked=created or chosen)
+                if chosen:
+                    marks[role] = user.password
+                elif created:
+                    marks.pop(role, None)  # a new user with the generated password
+                shown[role] = shown_password(
+                    user, passwords[role], checked=created or chosen, set_by_demo_password=marks.get(role)
+                )
+        if marks != known:
+            remember_set_by_demo_password(marks)
 
         width = max(len(p) for p in shown.values())
         self.stdout.write(f"{'username':<10} {'password':<{width}} role")
@@ -59,10 +94,15 @@ class Command(BaseCommand):
             self.stdout.write(f"{role:<10} {shown[role]:<{width}} {role}")
 
 
-def shown_password(user: Any, password: str, *, checked: bool) -> str:
-    """The password to print, or why there is none that works."""
+def shown_password(
+    user: Any, password: str, *, checked: bool, set_by_demo_password: str | None = None
+) -> str:
+    """The password to print, or why there is none that works. set_by_demo_password: the hash
+    an earlier run's DEMO_PASSWORD set, if one did."""
     if not user.is_active:
         return "(deactivated)"
     if checked or user.check_password(password):
         return password
+    if set_by_demo_password and user.password == set_by_demo_password:
+        return "(set by DEMO_PASSWORD)"
     return "(changed since; set DEMO_PASSWORD to reset it)"
