@@ -9,7 +9,8 @@ from django.http import QueryDict
 
 from agents.registry import UnknownAgent, registry
 from approvals.actions.ledger import LedgerFilter
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, Policy
+from approvals.policy_targets import target_errors
 from approvals.selectors import InboxFilter
 from checkpoints import json_text
 
@@ -188,3 +189,26 @@ class LedgerFilterForm(forms.Form):
             since=data["since"],
             until=data["until"],
         )
+
+
+class PolicyAdminForm(forms.ModelForm):
+    """The admin's policy form: a policy must name a tool an agent gates (else it never applies)."""
+
+    class Meta:
+        model = Policy
+        fields = [
+            *("name", "tool", "agent", "order", "enabled", "when", "action", "queue", "approvers"),
+            *("groups", "message", "thread_id", "until"),
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        if "tool" not in cleaned:  # the field's own error (required, too long) is shown
+            return cleaned
+        # As saved, from the initial values: an unchanged agent and tool stand (a retired agent's).
+        was = (self.initial.get("agent", ""), self.initial.get("tool", "")) if self.instance.pk else None
+        for field, error in target_errors(
+            agent=cleaned.get("agent") or "", tool=cleaned["tool"], was=was
+        ).items():
+            self.add_error(field, error)
+        return cleaned

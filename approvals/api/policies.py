@@ -6,12 +6,14 @@ from typing import Annotated, Any, Literal
 from ninja import Router, Schema, Status
 from pydantic import AfterValidator, ConfigDict, Field
 
+from agents.actions import InvalidInput
 from approvals.access import Access
 from approvals.actions.policies import do_create_policy, do_delete_policy, do_update_policy
 from approvals.api.base import Error
 from approvals.http import AuthedRequest
 from approvals.models import Policy
 from approvals.policy_preview import DEFAULT_LIMIT, MAX_LIMIT, candidate, preview_policy
+from approvals.policy_targets import target_errors
 
 router = Router(tags=["policies"])
 
@@ -127,6 +129,22 @@ def _not_found(policy_id: int) -> tuple[int, dict[str, str]]:
     return 404, {"detail": f"Policy {policy_id} does not exist."}
 
 
+def check_target(*, agent: str, tool: str, was: tuple[str, str] | None = None) -> None:
+    """InvalidInput (a 400 naming the gated tools) for a policy that could never apply."""
+    if errors := target_errors(agent=agent, tool=tool, was=was):
+        raise InvalidInput(errors)
+
+
+def _target(policy_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+    """check_target's arguments for `changes` to a saved policy (Policy.DoesNotExist if none)."""
+    stored = Policy.objects.only("agent", "tool").get(pk=policy_id)
+    return {
+        "agent": changes.get("agent", stored.agent),
+        "tool": changes.get("tool", stored.tool),
+        "was": (stored.agent, stored.tool),
+    }
+
+
 @router.get("/policies", response={200: list[PolicyOut], 403: Error})
 def list_policies(request: AuthedRequest) -> Any:
     if not Access.of(request.user).can_manage_policies:
@@ -140,6 +158,7 @@ def create_policy(request: AuthedRequest, body: PolicyIn) -> Any:
     if not Access.of(request.user).can_manage_policies:
         return Status(403, {"detail": ADMINS_ONLY})
     fields = body.model_dump(exclude={"groups"})
+    check_target(agent=body.agent, tool=body.tool)
     policy = do_create_policy(actor=request.user, fields=fields, groups=body.groups)
     return Status(201, PolicyOut.of(policy))
 
@@ -184,6 +203,7 @@ def change_policy(request: AuthedRequest, policy_id: int, body: PolicyPatch) -> 
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
     groups = changes.pop("groups", None)
     try:
+        check_target(**_target(policy_id, changes))
         return PolicyOut.of(do_update_policy(policy_id, actor=request.user, fields=changes, groups=groups))
     except Policy.DoesNotExist:
         return Status(*_not_found(policy_id))
