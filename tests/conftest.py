@@ -5,6 +5,8 @@
     live_server_url  live_services.url, e.g. "http://127.0.0.1:41234"
     celery_worker    the Popen of a real Celery worker ("test-1") sharing live_services' environment,
                      with a notify worker ("test-notify") beside it, as `serve` runs them
+    steps_sent       the (thread id, checkpoint id) of each step task sent from now on, in place
+                     of sending it to the broker
 
 Integration tests need @pytest.mark.django_db(transaction=True) so their writes are committed
 and visible to the child processes.
@@ -25,6 +27,7 @@ from django.db import OperationalError, connection
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.test.utils import override_settings
 
+from agents import dispatch
 from agents.management.commands.serve import child_env
 from config import embedded_redis
 from tests.live import LiveServices, Workers, free_port, live_env, log_dir, other_workers_paused, tail
@@ -124,3 +127,14 @@ def workers(live_services: LiveServices, settings: Any) -> Iterator[Workers]:
         started = Workers(live_services)
         yield started
         started.stop_all()
+
+
+@pytest.fixture
+def steps_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        dispatch,
+        "enqueue_step",
+        lambda *, thread_id, checkpoint_id, **_: sent.append((thread_id, checkpoint_id)),
+    )
+    return sent

@@ -13,7 +13,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from agents import dispatch, tasks
+from agents import tasks
 from agents.tasks import reconcile_threads_task
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
@@ -39,18 +39,6 @@ def skewed(monkeypatch: pytest.MonkeyPatch) -> Callable[[timedelta], Any]:
             monkeypatch.setattr(timezone, "now", true_now)
 
     return clock
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """The steps the reconciler sends, instead of sending them to the broker."""
-    sent: list[tuple[str, str]] = []
-    monkeypatch.setattr(
-        dispatch,
-        "enqueue_step",
-        lambda *, thread_id, checkpoint_id, **_: sent.append((thread_id, checkpoint_id)),
-    )
-    return sent
 
 
 def make_thread(thread_id: str = "clocked") -> str:
@@ -126,7 +114,7 @@ def test_a_lease_taken_handed_on_and_renewed_by_a_skewed_worker_lasts_its_ttl(
 
 
 def test_a_reconciler_whose_clock_runs_ahead_takes_no_live_lease_and_no_queued_step(
-    skewed: Any, enqueued: list[tuple[str, str]]
+    skewed: Any, steps_sent: list[tuple[str, str]]
 ) -> None:
     leased = make_thread("leased")
     assert get_backend().claim(thread_id=leased, owner="w1", ttl_s=LEASE_S)
@@ -135,12 +123,12 @@ def test_a_reconciler_whose_clock_runs_ahead_takes_no_live_lease_and_no_queued_s
     with skewed(SKEW):
         assert reconcile_threads_task() == 0
 
-    assert enqueued == []
+    assert steps_sent == []
     assert lease_owner(leased) == "w1"
 
 
 def test_a_reconciler_whose_clock_runs_behind_still_resends_a_dead_workers_step_and_a_lost_one(
-    skewed: Any, enqueued: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, settings: Any
+    skewed: Any, steps_sent: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     monkeypatch.setattr(tasks, "HANDOFF_GRACE_S", 0)  # no wait for the hand-off's grace
     settings.RECONCILE_QUEUED_AFTER_S = 0  # nor for a queued step's
@@ -151,12 +139,12 @@ def test_a_reconciler_whose_clock_runs_behind_still_resends_a_dead_workers_step_
     with skewed(-SKEW):
         assert reconcile_threads_task() == 2
 
-    assert sorted(enqueued) == sorted((t, head_of(t)) for t in (died, lost))
+    assert sorted(steps_sent) == sorted((t, head_of(t)) for t in (died, lost))
     assert lease_owner(died) == ""
 
 
 def test_a_step_committed_by_a_worker_whose_clock_runs_behind_is_not_taken_for_a_lost_one(
-    skewed: Any, enqueued: list[tuple[str, str]]
+    skewed: Any, steps_sent: list[tuple[str, str]]
 ) -> None:
     """The queued rule compares like with like: updated_at is written by the database's clock
     too, so a commit's thread does not look RECONCILE_QUEUED_AFTER_S old at once."""
@@ -179,4 +167,4 @@ def test_a_step_committed_by_a_worker_whose_clock_runs_behind_is_not_taken_for_a
         backend.set_status(thread_id=thread_id, status=ThreadStatus.PAUSED)
         backend.set_status(thread_id=thread_id, status=ThreadStatus.RUNNING)
     assert reconcile_threads_task() == 0
-    assert enqueued == []
+    assert steps_sent == []

@@ -16,7 +16,6 @@ import pytest
 from django.conf import settings
 from django.db import transaction
 
-from agents import dispatch
 from agents.runtime import run_step
 from agents.tasks import reconcile_threads_task
 from checkpoints.backends import get_backend
@@ -28,18 +27,6 @@ from tests.test_faults_worker import SLOW, holding_lease, step_of_head
 pytestmark = pytest.mark.django_db(transaction=True)  # run_step claims and releases in autocommit
 
 DIED = "celery@node-a:task-1"  # the worker's owner name: its node and the task's id
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """The step tasks sent, instead of sending them to the broker."""
-    sent: list[tuple[str, str]] = []
-    monkeypatch.setattr(
-        dispatch,
-        "enqueue_step",
-        lambda *, thread_id, checkpoint_id, **_: sent.append((thread_id, checkpoint_id)),
-    )
-    return sent
 
 
 def committed_step(*, owner: str) -> tuple[str, str, str]:
@@ -71,22 +58,22 @@ def committed_step(*, owner: str) -> tuple[str, str, str]:
     "redelivered_to", [DIED, "celery@node-b:task-1"], ids=["the same worker node", "another worker node"]
 )
 def test_a_task_redelivered_after_its_worker_died_between_commit_and_enqueue_sends_the_next_step_at_once(
-    redelivered_to: str, enqueued: list[tuple[str, str]]
+    redelivered_to: str, steps_sent: list[tuple[str, str]]
 ) -> None:
     thread_id, first, head = committed_step(owner=DIED)  # ... and the worker died here
 
     outcome = run_step(thread_id=thread_id, checkpoint_id=first, worker=redelivered_to)  # retried=False
 
     assert outcome.kind == "stale"
-    assert enqueued == [(thread_id, head)]  # at once, not RECONCILE_QUEUED_AFTER_S later
+    assert steps_sent == [(thread_id, head)]  # at once, not RECONCILE_QUEUED_AFTER_S later
     row = Thread.objects.get(pk=thread_id)
     assert (row.lease_owner, row.lease_expires_at) == ("", None)  # released: the step can claim it
     assert reconcile_threads_task() == 0  # and it is queued, not re-sent again by the reconciler
-    assert enqueued == [(thread_id, head)]
+    assert steps_sent == [(thread_id, head)]
 
 
 def test_a_stale_duplicate_of_a_step_that_sent_its_follow_up_sends_nothing(
-    enqueued: list[tuple[str, str]],
+    steps_sent: list[tuple[str, str]],
 ) -> None:
     thread_id, first, _ = committed_step(owner=DIED)
     get_backend().release(thread_id=thread_id, owner=DIED)  # sent the next step, then released
@@ -94,7 +81,7 @@ def test_a_stale_duplicate_of_a_step_that_sent_its_follow_up_sends_nothing(
     for worker in (DIED, "celery@node-b:task-1"):
         assert run_step(thread_id=thread_id, checkpoint_id=first, worker=worker).kind == "stale"
 
-    assert enqueued == []
+    assert steps_sent == []
 
 
 @pytest.mark.slow
