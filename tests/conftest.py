@@ -5,6 +5,7 @@
     live_server_url  live_services.url, e.g. "http://127.0.0.1:41234"
     celery_worker    the Popen of a real Celery worker ("test-1") sharing live_services' environment,
                      with a notify worker ("test-notify") beside it, as `serve` runs them
+    in_memory_layer  Channels' in-memory layer for the test, for sockets driven in this process
     steps_sent       the (thread id, checkpoint id) of each step task sent from now on, in place
                      of sending it to the broker
 
@@ -138,3 +139,11 @@ def steps_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         lambda *, thread_id, checkpoint_id, **_: sent.append((thread_id, checkpoint_id)),
     )
     return sent
+
+
+@pytest.fixture
+def in_memory_layer(settings: Any) -> Iterator[None]:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.core.exceptions import BadRequest
 from django.test import Client, RequestFactory
@@ -81,14 +80,6 @@ def test_an_id_that_is_not_ascii_digits_on_the_policy_preview_is_not_a_500(value
 
     assert read.status_code < 500 and previewed.status_code < 500, (read.status_code, previewed.status_code)
     assert everything() == before
-
-
-@pytest.fixture
-def in_memory_layer(settings: Any) -> Any:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    channel_layers.backends = {}
-    yield
-    channel_layers.backends = {}
 
 
 def connect(path: str, query: str = "", *, signed_in: bool = True) -> tuple[bool, Any]:

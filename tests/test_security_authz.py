@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
@@ -162,6 +161,8 @@ APIS = [
 # The LangGraph server API (x-api-key tokens). Threads A and B are native: not LangGraph threads.
 ASK = {"messages": [{"role": "user", "content": "Refund ORD-1001"}]}
 LANGGRAPH = [
+    # What the server serves, as LangGraph's /info says it (Agent Inbox asks before a token is set).
+    Row("get", "/langgraph/info", (200, 200, 200, 200, 200)),
     Row("post", "/langgraph/assistants/search", (NOAUTH, 200, 200, 200, 200), {}),
     Row("get", "/langgraph/assistants/{graph}", (NOAUTH, 200, 200, 200, 200)),
     Row("get", "/langgraph/assistants/{native}", (NOAUTH, 404, 404, 404, 404)),
@@ -322,14 +323,6 @@ SOCKETS = [
     ("/ws/threads/{B}/", (UNAUTHENTICATED, FORBIDDEN, ACCEPTED, ACCEPTED, ACCEPTED)),
     ("/ws/threads/no-such-thread/", (UNAUTHENTICATED, FORBIDDEN, FORBIDDEN, FORBIDDEN, FORBIDDEN)),
 ]
-
-
-@pytest.fixture
-def in_memory_layer(settings: Any) -> Any:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    channel_layers.backends = {}
-    yield
-    channel_layers.backends = {}
 
 
 def socket_answer(path: str, user: User | None) -> tuple[int | str, str]:

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
@@ -168,14 +167,6 @@ def test_a_nul_in_a_page_path_query_or_form_field_is_a_clear_400_naming_where(
     assert response.status_code == 400
     assert f"Refused: {where} contains a NUL character." in html.unescape(response.content.decode())
     assert everything() == before
-
-
-@pytest.fixture
-def in_memory_layer(settings: Any) -> Any:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    channel_layers.backends = {}
-    yield
-    channel_layers.backends = {}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -182,14 +181,6 @@ def test_a_bad_value_in_any_page_path_is_never_a_5xx(route: str) -> None:
                     failures.append((name, label, response.status_code))
 
     assert failures == []
-
-
-@pytest.fixture
-def in_memory_layer(settings: Any) -> Any:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    channel_layers.backends = {}
-    yield
-    channel_layers.backends = {}
 
 
 SOCKET_VALUES = ["a\x00b", "x\ud800", LONG, "é-ünïcode", "a b", "12345"]
