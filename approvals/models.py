@@ -197,6 +197,8 @@ class ImportedDecision(models.Model):
 
 class NoticeStatus(models.TextChoices):
     QUEUED = "queued"
+    SENDING = "sending"
+    """Claimed by one try, which is sending it now; no other copy may send it meanwhile."""
     SENT = "sent"
     DROPPED = "dropped"
     """Not sent: the request was decided or moved on, or its notifier is no longer configured."""
@@ -215,7 +217,7 @@ class OutboxNotice(models.Model):
     status = models.CharField(max_length=16, choices=NoticeStatus, default=NoticeStatus.QUEUED)
     tries = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
-    touched_at = models.DateTimeField(help_text="When it was last handed to the broker or tried.")
+    touched_at = models.DateTimeField(help_text="When it was last handed to the broker or claimed by a try.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -6,9 +6,10 @@ and each (notifier, request) is its own Celery task that retries with backoff, s
 failing receiver delays nobody else.
 
 Nothing is lost with the broker: each notice is first an OutboxNotice row, written in the
-transaction of its event, and marked sent (or dropped, or given up) by its task. The sweep
-resends a row still queued after NOTIFY_RESEND_AFTER_S: its message was lost (Redis restarted
-empty, or was down at the commit).
+transaction of its event, claimed by the one try that sends it (status "sending"), and marked
+sent (or dropped, or given up) by it. The sweep resends a row still queued after
+NOTIFY_RESEND_AFTER_S: its message was lost (Redis restarted empty, or was down at the commit),
+or still sending that long: its try died mid-send.
 
 A notification carries the queue its event happened in, and is dropped if the request has moved
 on by the time it is sent (a retry outlasting an escalation): the move's own notice tells the
@@ -131,13 +132,18 @@ def do_send_notification(
     was already sent: a resent copy). Raises when the notifier fails."""
     if not _start_try(delivery_id=delivery_id):
         return False
-    notification = build_notification(
-        event=event, request_id=request_id, delivery_id=delivery_id, event_queue=event_queue
-    )
-    if notification is None:
-        _finish(delivery_id=delivery_id, status=NoticeStatus.DROPPED)
-        return False
-    get_notifier(notifier_path).send(notification)
+    try:
+        notification = build_notification(
+            event=event, request_id=request_id, delivery_id=delivery_id, event_queue=event_queue
+        )
+        if notification is None:
+            _finish(delivery_id=delivery_id, status=NoticeStatus.DROPPED)
+            return False
+        # No transaction or lock is held here: a send may take the receiver's whole timeout.
+        get_notifier(notifier_path).send(notification)
+    except Exception:
+        _release(delivery_id=delivery_id)  # failed, not sent: its retry (or the sweep) claims it again
+        raise
     _finish(delivery_id=delivery_id, status=NoticeStatus.SENT)
     return True
 
@@ -147,19 +153,37 @@ def do_give_up_notice(*, delivery_id: str) -> None:
     _finish(delivery_id=delivery_id, status=NoticeStatus.GAVE_UP)
 
 
+def _claimable(*, now: datetime) -> Q:
+    """Queued, or claimed by a try that has not finished within NOTIFY_RESEND_AFTER_S: one that
+    died mid-send (a send is bounded by the notifier's timeouts, seconds, far below that)."""
+    stale = now - timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S)
+    return Q(status=NoticeStatus.QUEUED) | Q(status=NoticeStatus.SENDING, touched_at__lte=stale)
+
+
 def _start_try(*, delivery_id: str) -> bool:
-    """Count a try of a queued notice; False when it is finished. A task enqueued before the
-    outbox existed has no row, and is tried as it was."""
+    """Claim the notice for this try and count it; False when it is finished or another try is
+    sending it (a resent copy run meanwhile): at most one try sends at a time. The claim is one
+    atomic UPDATE, so two copies racing for it cannot both win, and no lock is held during the
+    send. A task enqueued before the outbox existed has no row, and is tried as it was."""
+    now = timezone.now()
     notices = OutboxNotice.objects.filter(delivery_id=delivery_id)
-    if notices.filter(status=NoticeStatus.QUEUED).update(touched_at=timezone.now(), tries=F("tries") + 1):
+    if notices.filter(_claimable(now=now)).update(
+        status=NoticeStatus.SENDING, touched_at=now, tries=F("tries") + 1
+    ):
         return True
     return not notices.exists()
 
 
-def _finish(*, delivery_id: str, status: NoticeStatus) -> None:
-    OutboxNotice.objects.filter(delivery_id=delivery_id, status=NoticeStatus.QUEUED).update(
-        status=status, finished_at=timezone.now()
+def _release(*, delivery_id: str) -> None:
+    OutboxNotice.objects.filter(delivery_id=delivery_id, status=NoticeStatus.SENDING).update(
+        status=NoticeStatus.QUEUED, touched_at=timezone.now()
     )
+
+
+def _finish(*, delivery_id: str, status: NoticeStatus) -> None:
+    OutboxNotice.objects.filter(
+        delivery_id=delivery_id, status__in=(NoticeStatus.QUEUED, NoticeStatus.SENDING)
+    ).update(status=status, finished_at=timezone.now())
 
 
 def do_sweep_notices(*, now: datetime | None = None) -> int:
@@ -168,12 +192,13 @@ def do_sweep_notices(*, now: datetime | None = None) -> int:
 
     A live notice is touched at least every retry countdown (at most half the broker's
     visibility_timeout), and Redis itself redelivers an unacknowledged one after visibility_timeout,
-    so a row this old is almost always one whose message was lost. When it was not (a long
-    backlog, a worker that died holding it) it is sent twice, with the same delivery id: a copy
-    run after the first finished is skipped, and receivers drop the rest by the delivery id."""
+    so a row this old is almost always one whose message was lost, or one claimed by a try that
+    died mid-send. When it was not (a long backlog) the copy is harmless: a try claims the notice
+    before sending, so a copy run while another try sends it, or after it was sent, is skipped."""
     now = now or timezone.now()
     due = OutboxNotice.objects.filter(
-        status=NoticeStatus.QUEUED, touched_at__lte=now - timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S)
+        status__in=(NoticeStatus.QUEUED, NoticeStatus.SENDING),
+        touched_at__lte=now - timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S),
     )
     # Nothing to tell: the request no longer waits, or its notifier is no longer configured.
     due.filter(
@@ -197,7 +222,11 @@ def _resend(notices: list[OutboxNotice], *, now: datetime) -> int:
             )
             break
         resent.append(notice.pk)
-    OutboxNotice.objects.filter(pk__in=resent).update(touched_at=now)
+    # Back to queued, so the copy may claim one whose try died mid-send; unless a try claimed it
+    # since it was read (touched later), whose claim stands.
+    OutboxNotice.objects.filter(
+        pk__in=resent, touched_at__lte=now - timedelta(seconds=settings.NOTIFY_RESEND_AFTER_S)
+    ).update(status=NoticeStatus.QUEUED, touched_at=now)
     if resent:
         logger.warning(
             "resent %s notices still unsent after %s s", len(resent), settings.NOTIFY_RESEND_AFTER_S
