@@ -267,6 +267,15 @@ class ThreadConsumer(RejoiningConsumer):
         if event.get("request_id") == self.request_id:
             await self._push(with_status=True)
 
+    async def thread_deleted(self, event: dict[str, Any]) -> None:
+        """Say who deleted the thread where the panel or the operator's buttons were, then close
+        normally (1000: the page does not reconnect; a reload answers 404)."""
+        self.stop_rejoining()
+        context = {"deleted_by": event.get("deleted_by", ""), "request_id": self.request_id}
+        await self.send(text_data=render_to_string("approvals/_thread_deleted.html", context))
+        with contextlib.suppress(OSError):  # the page may have closed first
+            await self.close(code=1000)
+
     async def _push(self, *, with_status: bool) -> None:
         html = await database_sync_to_async(self._render)(with_status=with_status)
         if html:

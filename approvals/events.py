@@ -145,6 +145,12 @@ def send_request_changed(*, request: selectors.RequestRoute, queues: list[str]) 
     _send(thread_group(request.thread_id), {"type": "approval.changed", "request_id": request.pk})
 
 
+def send_thread_deleted(*, thread_id: str, deleted_by: str) -> None:
+    """The thread is gone: its open pages say who deleted it in place of their panel and
+    buttons (which would only 404 now), and their sockets close."""
+    _send(thread_group(thread_id), {"type": "thread.deleted", "deleted_by": deleted_by})
+
+
 def on_thread_changed(
     sender: Any, *, thread_id: str, checkpoint_id: str | None = None, resent: bool = False, **kwargs: Any
 ) -> None:

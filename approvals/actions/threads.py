@@ -137,6 +137,9 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
             data["standing_decisions"] = standing
         get_backend().delete_thread(thread_id=thread_id)
         events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
+        deleted_by = user.get_username()
+        # Open thread and decision pages would otherwise stay silently stale, buttons and all.
+        events.on_commit(lambda: events.send_thread_deleted(thread_id=thread_id, deleted_by=deleted_by))
         do_audit(
             actor=user,
             action="thread.delete",
