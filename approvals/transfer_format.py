@@ -12,6 +12,7 @@ from django.utils import timezone
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -34,6 +35,21 @@ Id = Annotated[StrictStr, Field(min_length=1, max_length=100)]
 Name = Annotated[StrictStr, Field(max_length=100)]
 Text = Annotated[StrictStr, Field(max_length=20_000)]
 JsonObject = dict[StrictStr, Any]
+
+
+def _iso_8601(value: Any) -> datetime:
+    """Only an ISO 8601 string, as exports write it: pydantic alone would take a number (or a
+    string of digits) as seconds since 1970, and store 5 as 1970-01-01T00:00:05Z."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be an ISO 8601 date-time string with an offset, not {type(value).__name__}")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be an ISO 8601 date-time string with an offset") from None
+
+
+Time = Annotated[AwareDatetime, BeforeValidator(_iso_8601)]
+"""A time with its UTC offset, as an ISO 8601 string (e.g. 2024-05-01T10:00:00+00:00)."""
 
 
 class _Strict(BaseModel):
@@ -61,7 +77,7 @@ class CheckpointDoc(_Strict):
     node: Name
     next: Annotated[list[Name], Field(max_length=1)]
     created_by: Annotated[StrictStr, Field(max_length=200)]
-    created_at: AwareDatetime
+    created_at: Time
     schema_version: Annotated[StrictInt, Field(ge=1)]
     metadata: JsonObject
     digest: Annotated[StrictStr, Field(max_length=100)]
@@ -94,7 +110,7 @@ class DecisionDoc(_Strict):
 
 class ThreadDocument(_Strict):
     format: Literal["gatehouse.thread/1"]
-    exported_at: AwareDatetime
+    exported_at: Time
     thread: ThreadDoc
     checkpoints: Annotated[list[CheckpointDoc], Field(min_length=1, max_length=10_000)]
     decisions: Annotated[list[DecisionDoc], Field(max_length=10_000)] = []
