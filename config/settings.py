@@ -328,7 +328,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A 4xx logs one line; only failures (5xx, exceptions elsewhere) carry a traceback.
+    "filters": {"no_4xx_traceback": {"()": "config.log_filters.NoTracebackForClientErrors"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_4xx_traceback"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         # A line per model call otherwise. The openai SDK now sends through httpx2.
