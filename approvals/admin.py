@@ -3,11 +3,11 @@
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -24,6 +24,7 @@ from approvals.models import ApiToken, ApprovalRequest, ApprovalStatus, AuditEve
 from checkpoints.admin import ThreadAdmin
 from checkpoints.digest import canonical_json
 from checkpoints.models import Thread
+from config.admin_selection import CheckedSelection
 
 
 def admins_only(request: HttpRequest) -> bool:
@@ -52,21 +53,6 @@ def gatehouse_link(url: str | None) -> SafeString | str:
     if url is None:
         return "-"
     return format_html('<a href="{}" target="_blank" rel="noopener">View in Gatehouse</a>', url)
-
-
-class CheckedSelection(admin.ModelAdmin):
-    """An action on selected rows whose ids the primary key cannot be (`_selected_action=zzz`)
-    is a 400 that changes nothing: Django's own filter on them raises, a 500."""
-
-    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
-        key = self.model._meta.pk
-        assert key is not None
-        try:
-            for raw in request.POST.getlist(ACTION_CHECKBOX_NAME):
-                key.run_validators(key.to_python(raw))  # the type, and the column's range
-        except ValidationError:
-            return HttpResponseBadRequest("Refused: a selected row's id is not an id. Nothing was changed.")
-        return super().response_action(request, queryset)
 
 
 @admin.register(Queue)
@@ -300,3 +286,18 @@ class AuditedThreadAdmin(ThreadAdmin):
 
     def remove_thread(self, request: HttpRequest, thread_id: str) -> None:
         do_delete_thread(thread_id, user=request.user)  # type: ignore[arg-type]
+
+
+# Django's own user and group pages refuse an action on ids that cannot be ids, as ours do.
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class CheckedUserAdmin(CheckedSelection, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class CheckedGroupAdmin(CheckedSelection, GroupAdmin):
+    pass

@@ -11,13 +11,14 @@ from django.utils.html import format_html, format_html_join
 from checkpoints.backends import get_backend
 from checkpoints.models import Checkpoint, StoreItem, Thread
 from checkpoints.store import decode_path
+from config.admin_selection import CheckedSelection
 
 RECENT = 50
 HEADINGS = ("step", "source", "node", "by", "state", "at", "id")
 
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(CheckedSelection):
     list_display = ["id", "agent", "status", "checkpoint_count", "storage", "updated_at"]
     list_filter = ["status", "agent"]
     search_fields = ["id"]
@@ -105,7 +106,7 @@ class ThreadAdmin(admin.ModelAdmin):
 
 
 @admin.register(StoreItem)
-class StoreItemAdmin(admin.ModelAdmin):
+class StoreItemAdmin(CheckedSelection):
     """Keys and lifetimes only: values may be encrypted, and belong to their tenant."""
 
     list_display = ["tenant", "path", "key", "updated_at", "expires_at"]

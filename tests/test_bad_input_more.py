@@ -129,7 +129,21 @@ ACTIONS = [
     ("approvals/apitoken", "revoke"),
     ("approvals/policy", "delete_selected"),
     ("approvals/queue", "delete_selected"),
+    ("auth/user", "delete_selected"),
+    ("auth/group", "delete_selected"),
+    ("checkpoints/storeitem", "delete_selected"),
 ]
+
+
+def test_every_admin_page_checks_the_ids_its_actions_are_given() -> None:
+    from django.contrib import admin
+
+    from config.admin_selection import CheckedSelection
+
+    unchecked = [
+        m._meta.label for m, a in admin.site._registry.items() if not isinstance(a, CheckedSelection)
+    ]
+    assert unchecked == []
 
 
 @pytest.mark.parametrize(("page", "action"), ACTIONS)
