@@ -109,6 +109,17 @@ def write_long_thread(backend: OrmBackend, *, thread_id: str, checkpoints: int) 
     return samples[-500:]
 
 
+def _flushes_since(syncs: int | None) -> int | None:
+    """WAL flushes since `syncs` (None off Postgres). The writers' backends report their counts as
+    they exit, after their connections closed: wait for them (a short run read 0 before)."""
+    if syncs is None:
+        return None
+    deadline = time.monotonic() + 3
+    while (now := wal_syncs() or 0) == syncs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return now - syncs
+
+
 def run(
     *, turns: int, threads: int, writers: int, history_size: int, raw_rows: int, samples: int = 50
 ) -> dict[str, Any]:
@@ -118,7 +129,7 @@ def run(
     names = [f"bench-{turns}-{i}" for i in range(threads)]
     syncs = wal_syncs()
     writes, wall, (before, after), final = write_threads(backend, names=names, turns=turns, writers=writers)
-    flushes = None if syncs is None else (wal_syncs() or 0) - syncs
+    flushes = _flushes_since(syncs)
     analyze()
     result = _summary(turns=turns, threads=threads, writers=writers, writes=writes, wall=wall, raw=raw)
     result.update(
