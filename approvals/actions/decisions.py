@@ -82,9 +82,9 @@ def is_past_expiry(request_: ApprovalRequest) -> bool:
 
 def expired_message(request_: ApprovalRequest) -> str:
     then = (
-        "escalated to " + repr(request_.escalate_to)
+        f"escalated to {request_.escalate_to}"
         if request_.expiry_action == ExpiryAction.ESCALATE
-        else ("rejected automatically")
+        else "rejected automatically"
     )
     return f"This request expired: nobody decided it in time, and it is being {then}. Nothing was changed."
 

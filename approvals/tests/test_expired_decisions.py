@@ -65,7 +65,10 @@ def test_a_decision_past_the_deadline_before_the_sweep_is_a_409_that_changes_not
     response = api(rita).post(f"/api/approvals/{request_.pk}/decision", body, content_type="application/json")
 
     assert response.status_code == 409, response.content
-    assert "expired" in response.json()["detail"]
+    then = "escalated to supervisors." if expiry == "escalate" else "rejected automatically."
+    assert response.json()["detail"] == (
+        f"This request expired: nobody decided it in time, and it is being {then} Nothing was changed."
+    )
     assert snapshot(request_) == before
 
 
