@@ -53,9 +53,16 @@ api = NinjaAPI(
 )
 
 
+def _field(loc: Any) -> str:
+    return ".".join(str(p) for p in loc if p != "body")
+
+
 @api.exception_handler(NinjaValidationError)
 def invalid_body(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    errors = {".".join(str(p) for p in e.get("loc", ()) if p != "body"): e.get("msg", "") for e in exc.errors}
+    errors = {_field(e.get("loc", ())): e.get("msg", "") for e in exc.errors}
+    if "" in errors:  # the body itself is missing: no field to name
+        errors["body"] = "send a JSON object with this call's fields"
+        del errors[""]
     return api.create_response(request, {"detail": "The request is not valid.", "errors": errors}, status=400)
 
 

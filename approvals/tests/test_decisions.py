@@ -345,3 +345,15 @@ def test_a_decision_that_takes_effect_at_once_resumes_the_thread_without_loading
     assert not [q for q in sql if "checkpoints_storedvalue" in q]
     thread_reads = [q for q in sql if q.startswith("SELECT") and " FROM checkpoints_thread " in q]
     assert len(thread_reads) == 1  # the lock
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["claim", "decision"])
+def test_a_call_without_its_body_says_a_json_object_is_needed(path: str) -> None:
+    gate = make_gate()
+    client = api(do_create_token(user=make_user("rita", "reviewer")))
+
+    response = client.post(f"/api/approvals/{gate.pk}/{path}", "", content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"body": "send a JSON object with this call's fields"}  # not ""
