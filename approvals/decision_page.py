@@ -6,9 +6,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ObjectDoesNotExist
 
 from approvals import selectors
 from approvals.access import Access
+from approvals.actions.decisions import is_past_expiry
 from approvals.actions.signoffs import args_mark, describe_signoffs, needs_signoffs
 from approvals.actions.standing import standing_decisions
 from approvals.forms import edit_fields
@@ -27,7 +29,8 @@ def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | Anonymou
     context.update(selectors.thread_context(item.thread_id), **selectors.record_context(item, user))
     context.update(decider_context(item, user=user), undo_s=settings.DECISION_UNDO_S)
     # Who already signed off cannot take the request from the reviewers it now waits for.
-    context["can_claim"] = context["can_claim"] and not context["signed_off"]
+    # Past its deadline the expiry decides it (decisions.check_decision answers 409): no buttons.
+    context["can_claim"] = context["can_claim"] and not context["signed_off"] and not context["expired"]
     context["panel_mark"] = panel_mark(context)
     return context
 
@@ -35,6 +38,7 @@ def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | Anonymou
 def decider_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
     """What this user may do about the request now, and what its decision still waits for."""
     held_by = item.claimed_by if item.is_claimed and item.claimed_by_id != user.pk else None
+    expired = is_past_expiry(item)
     signed_off = (
         item.is_pending and needs_signoffs(item) and item.signoffs.filter(reviewer_id=user.pk).exists()
     )
@@ -43,9 +47,13 @@ def decider_context(item: ApprovalRequest, *, user: AbstractBaseUser | Anonymous
     return {
         "held_by": held_by,
         "signed_off": signed_off,
+        "expired": expired,
         "signoffs": describe_signoffs(item) if signed_off else "",
         # Deciding is refused to everyone but the holder of a claim (check_decision).
-        "may_decide": item.is_pending and held_by is None and Access.of(user).can_decide(item.queue),
+        "may_decide": item.is_pending
+        and not expired
+        and held_by is None
+        and Access.of(user).can_decide(item.queue),
         "standing_rules": [
             p for p in standing_decisions(item.thread_id) if p.tool == item.action and p.agent == item.agent
         ]
@@ -72,5 +80,19 @@ def panel_mark(context: dict[str, Any]) -> str:
         context["may_decide"],
         context["paused"],
         [(p.pk, p.until) for p in context["standing_rules"]],
+        context["expired"],
+        # The request that asks it again is linked after this one closed (gates._link_to_originals):
+        # the push after that link must repaint the panel to say "Asked again as".
+        replacement(item),
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def replacement(item: ApprovalRequest) -> tuple[int, str] | None:
+    """The request that asks a superseded one again, as its panel shows it (pk, status)."""
+    if item.status != ApprovalStatus.SUPERSEDED:
+        return None
+    try:
+        return item.replaced_by.pk, item.replaced_by.status
+    except ObjectDoesNotExist:
+        return None

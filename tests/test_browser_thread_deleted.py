@@ -30,3 +30,21 @@ def test_an_open_decision_page_shows_the_thread_was_deleted_in_place_of_its_butt
     expect(page.locator(".live-status")).to_have_text("thread deleted")
     page.wait_for_timeout(1500)  # the socket has closed by now: still no "reconnecting"
     expect(page.locator(".live-status")).to_have_text("thread deleted")
+
+
+def test_an_open_thread_page_on_a_phone_shows_the_deletion_at_the_top_not_only_below_the_conversation(
+    page: Page, live_server_url: str
+) -> None:
+    ada, _ = make_user("ada", "admin"), make_user("olga", "operator")
+    gate = make_gate()
+    page.set_viewport_size({"width": 400, "height": 800})
+    log_in(page, live_server_url, "olga")
+    page.goto(f"{live_server_url}/threads/{gate.thread_id}/")
+    expect(page.locator("#live-status")).to_have_text("live")
+
+    off_loop(lambda: do_delete_thread(gate.thread_id, user=ada))
+
+    expect(page.locator("#thread-side [data-thread-deleted]")).to_have_text("This thread was deleted by ada.")
+    top = page.locator("[data-thread-deleted-top]")
+    expect(top).to_have_text("This thread was deleted by ada. Threads")
+    expect(top).to_be_in_viewport()

@@ -73,5 +73,7 @@ def test_an_open_thread_page_shows_who_deleted_it_in_place_of_the_operators_butt
 
     [notice] = [m for m in received if "data-thread-deleted" in m]
     assert 'id="thread-side"' in notice and 'hx-swap-oob="true"' in notice
+    # And at the top of the main column: on a phone the side sits below the whole conversation.
+    assert '<div id="thread-deleted-top" class="alert warn" role="status" hx-swap-oob="true"' in notice
     assert "This thread was deleted by ada." in notice and "<button" not in notice
     assert code == 1000

@@ -341,3 +341,18 @@ def test_the_note_on_rows_another_policy_decides_shows_only_when_one_is_marked()
     marked = client.post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
     assert ">another policy</span>" in marked
     assert "Rows marked “another policy” change" in marked
+
+
+def test_the_preview_page_with_errors_says_to_fix_them_in_the_form_not_to_save() -> None:
+    html = admin_client().post("/policies/preview/", {**FORM, "when": "args.amount_cents <"}).content.decode()
+
+    assert "Fix this in the admin form, then preview again." in html
+    assert "press Save" not in html
+
+
+def test_the_preview_page_of_a_tool_never_asked_says_there_is_nothing_to_compare() -> None:
+    html = admin_client().post("/policies/preview/", {**FORM, "_preview_of": ""}).content.decode()
+
+    assert 'No requests of <code class="tool-name">issue_refund</code> yet: nothing to compare.' in html
+    assert "Of the last 0 requests" not in html
+    assert "no requests yet" not in html
