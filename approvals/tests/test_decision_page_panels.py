@@ -93,6 +93,7 @@ def test_a_request_past_its_deadline_offers_no_decision_on_its_page_nor_after_a_
     for panel in (page, refused.content.decode()):
         assert notice in panel
         assert "It leaves your queue at the next sweep." in panel
+        assert "is for its reviewers" not in panel  # she is one: it expired, nobody may decide it
         assert f'href="/approvals/{later.pk}/" data-nav="next">Next item' in panel
         for offer in ('value="approve"', 'value="edit"', 'value="reject"', 'value="claim"'):
             assert offer not in panel
