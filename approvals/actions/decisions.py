@@ -74,10 +74,11 @@ def describe_closed(request_: ApprovalRequest, *, viewer: AbstractBaseUser | Non
     return f"Already {verb} by {request_.decided_by.get_username()}."
 
 
-def is_past_expiry(request_: ApprovalRequest) -> bool:
+def is_past_expiry(request_: ApprovalRequest, *, now: datetime | None = None) -> bool:
     """Pending past its deadline: its expiry (a rejection, an escalation) decides it, not a
     reviewer of its queue who acts before the sweep (every INBOX_SWEEP_INTERVAL_S) gets to it."""
-    return request_.is_pending and request_.expires_at is not None and request_.expires_at <= timezone.now()
+    deadline = request_.expires_at
+    return request_.is_pending and deadline is not None and deadline <= (now or timezone.now())
 
 
 def expired_message(request_: ApprovalRequest) -> str:

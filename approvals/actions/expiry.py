@@ -13,7 +13,7 @@ from agents import gates
 from approvals import events
 from approvals.actions import notify
 from approvals.actions.audit import audit_request, request_facts
-from approvals.actions.decisions import lock_request, supersede
+from approvals.actions.decisions import is_past_expiry, lock_request, supersede
 from approvals.actions.undo import do_take_effect_now
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
 from approvals.selectors import RequestRoute
@@ -46,7 +46,7 @@ def do_expire_due(*, now: datetime | None = None, limit: int = 200) -> int:
 def _expire(request_id: int, *, thread_id: str, now: datetime) -> bool:
     with transaction.atomic():
         thread, request_ = lock_request(request_id, thread_id=thread_id)
-        if not request_.is_pending or request_.expires_at is None or request_.expires_at > now:
+        if not is_past_expiry(request_, now=now):
             return False  # decided or escalated since the query
         if thread.head_id != str(request_.checkpoint_id):
             supersede(request_, reason="the thread moved on to a newer checkpoint")
