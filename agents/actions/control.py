@@ -27,6 +27,7 @@ from checkpoints.backends.base import (
     CorruptCheckpoint,
     NewCheckpoint,
     ThreadData,
+    ThreadNotFound,
 )
 from checkpoints.models import CheckpointSource, ThreadStatus
 
@@ -60,8 +61,16 @@ class Written:
     superseded_reason: str
 
 
+class HeadMoved(ThreadStateError):
+    """The edit was made on a head the thread has moved past since (a step that committed after
+    a pause, another operator's edit or fork): writing it would undo that. HTTP 409."""
+
+
 def _locked(thread_id: str, *, allowed: tuple[ThreadStatus, ...], verb: str) -> ThreadData:
-    thread = get_backend().lock_thread(thread_id=thread_id)
+    try:
+        thread = get_backend().lock_thread(thread_id=thread_id)
+    except ThreadNotFound as exc:  # an admin deleted it after the page or API read it
+        raise ThreadStateError(f"Cannot {verb} this thread: it was deleted.") from exc
     if thread.status not in allowed:
         names = ", ".join(s.value for s in allowed)
         raise ThreadStateError(f"Cannot {verb} a thread that is {thread.status}; it must be {names}.")
@@ -112,12 +121,20 @@ def do_cancel(thread_id: str, *, actor: str) -> ThreadData:
         return _set(thread, ThreadStatus.CANCELLED, head=thread.head_id)
 
 
-def do_update_state(thread_id: str, *, values: dict[str, Any], actor: str) -> Written:
+def do_update_state(
+    thread_id: str, *, values: dict[str, Any], actor: str, seen_head: str | None = None
+) -> Written:
     """Write an `update` checkpoint with edited values, or raise NothingChanged if they are the
-    head's. The thread must be paused, waiting or failed."""
+    head's. The thread must be paused, waiting or failed. `seen_head`: the head the values were
+    edited from; HeadMoved if the thread is no longer there."""
     with transaction.atomic():
         allowed = (ThreadStatus.PAUSED, ThreadStatus.WAITING, ThreadStatus.FAILED)
         thread = _locked(thread_id, allowed=allowed, verb="edit the state of")
+        if seen_head is not None and thread.head_id != seen_head:
+            raise HeadMoved(
+                "The state changed after it was read (a step or another operator moved the thread "
+                "on): nothing was written. Read it again and edit that."
+            )
         agent = registered_agent(thread.agent, verb="edit the state of")
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         valid = check_state(agent, values)

@@ -14,6 +14,7 @@ from approvals import events
 from approvals.actions import notify
 from approvals.actions.audit import audit_request, request_facts
 from approvals.actions.decisions import is_past_expiry, lock_request, supersede
+from approvals.actions.errors import ThreadDeleted
 from approvals.actions.undo import do_take_effect_now
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction
 from approvals.selectors import RequestRoute
@@ -45,7 +46,10 @@ def do_expire_due(*, now: datetime | None = None, limit: int = 200) -> int:
 
 def _expire(request_id: int, *, thread_id: str, now: datetime) -> bool:
     with transaction.atomic():
-        thread, request_ = lock_request(request_id, thread_id=thread_id)
+        try:
+            thread, request_ = lock_request(request_id, thread_id=thread_id)
+        except ThreadDeleted:
+            return False  # deleted since the query: the sweep goes on with the others
         if not is_past_expiry(request_, now=now):
             return False  # decided or escalated since the query
         if thread.head_id != str(request_.checkpoint_id):

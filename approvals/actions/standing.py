@@ -7,16 +7,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from agents.actions import InvalidInput
 from approvals.access import Access
 from approvals.actions.decisions import check_may_decide
-from approvals.actions.errors import NotAllowed
+from approvals.actions.errors import NotAllowed, ThreadDeleted
 from approvals.actions.policies import do_create_policy, do_delete_policy
 from approvals.actions.signoffs import needs_signoffs
 from approvals.models import ApprovalRequest, Policy, PolicyAction
 from approvals.policies import MAX_WHEN_CHARS, condition_error
+from checkpoints.backends import get_backend
+from checkpoints.backends.base import ThreadNotFound
 
 SCOPES = {"tool": "this tool", "args": "these exact arguments"}
 # Standing decisions are tried after every policy for all threads whatever its order
@@ -74,22 +77,30 @@ def check_standing(
 def do_create_standing(
     request_: ApprovalRequest, *, reviewer: AbstractBaseUser, scope: str, when: str, until: datetime | None
 ) -> Policy:
-    """Save the standing approval (a thread-scoped `approve` policy); audited as policy.create."""
+    """Save the standing approval (a thread-scoped `approve` policy); audited as policy.create.
+    ThreadDeleted if an admin deleted the thread since the approval (which went with it)."""
     who = reviewer.get_username()
-    return do_create_policy(
-        actor=reviewer,
-        fields={
-            "name": f"standing approval of {SCOPES[scope]} by {who}"[:100],
-            "agent": request_.agent,
-            "tool": request_.action,
-            "when": when,
-            "action": PolicyAction.APPROVE,
-            "message": f"{who} approved {SCOPES[scope]} for the rest of the thread.",
-            "order": STANDING_ORDER,
-            "thread_id": request_.thread_id,
-            "until": until,
-        },
-    )
+    with transaction.atomic():
+        try:
+            # Held to the commit: a deletion deletes the thread's standing decisions, so one
+            # saved beside it would outlive its thread, in no thread's list and no ledger entry.
+            get_backend().hold_thread(thread_id=request_.thread_id)
+        except ThreadNotFound as exc:
+            raise ThreadDeleted from exc
+        return do_create_policy(
+            actor=reviewer,
+            fields={
+                "name": f"standing approval of {SCOPES[scope]} by {who}"[:100],
+                "agent": request_.agent,
+                "tool": request_.action,
+                "when": when,
+                "action": PolicyAction.APPROVE,
+                "message": f"{who} approved {SCOPES[scope]} for the rest of the thread.",
+                "order": STANDING_ORDER,
+                "thread_id": request_.thread_id,
+                "until": until,
+            },
+        )
 
 
 def access_standing(*, user: AbstractBaseUser, thread_id: str, policy_id: int) -> Policy:

@@ -56,11 +56,16 @@ def do_control(thread_id: str, *, user: User, verb: str) -> ThreadData:
     return thread
 
 
-def do_edit_state(thread_id: str, *, user: User, values: dict[str, Any]) -> agent_actions.Written:
-    """Write an `update` checkpoint with the operator's values; audit the diff."""
+def do_edit_state(
+    thread_id: str, *, user: User, values: dict[str, Any], seen_head: str | None = None
+) -> agent_actions.Written:
+    """Write an `update` checkpoint with the operator's values; audit the diff. `seen_head`: the
+    head they were edited from (a 409 if the thread moved on since)."""
     Access.of(user).require_operator("edit the state of")
     with transaction.atomic():
-        written = agent_actions.do_update_state(thread_id, values=values, actor=_actor(user))
+        written = agent_actions.do_update_state(
+            thread_id, values=values, actor=_actor(user), seen_head=seen_head
+        )
         _audit_write(user, "thread.update", written)
     return written
 

@@ -8,7 +8,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from agents.actions import check_start_thread, do_start_thread
-from agents.actions.control import NothingChanged
+from agents.actions.control import HeadMoved, NothingChanged
 from agents.loading import load_checkpoint
 from approvals import thread_selectors
 from approvals.access import Access
@@ -179,14 +179,24 @@ def cancel(request: AuthedRequest, thread_id: str) -> Any:
 @router.patch(
     "/threads/{thread_id}/state", response={200: ThreadOut, 400: Error, 403: Error, 404: Error, 409: Error}
 )
-def edit_state(request: AuthedRequest, thread_id: str, body: StateIn) -> Any:
+def edit_state(
+    request: AuthedRequest, thread_id: str, body: StateIn, head: Annotated[str, Field(max_length=64)] = ""
+) -> Any:
     """Merge `values` into the head's state as an `update` checkpoint. Values that change nothing
-    are a 409 (as for any action the thread's state makes moot): nothing was written."""
+    are a 409 (as for any action the thread's state makes moot): nothing was written. `head`
+    (optional): the head the client read the state at; a 409 if the thread moved on since."""
     thread = _access(request, thread_id)
-    head = thread_selectors.checkpoint(thread, str(thread.head_id))
+    current = thread_selectors.checkpoint(thread, str(thread.head_id))
     try:
-        do_edit_state(thread_id, user=request.user, values={**head.values, **body.values})
-    except NothingChanged as exc:
+        # Merged into the head read here (or the client's): if the thread moved on before the
+        # write (another edit, a step committing after a pause), writing would undo that: a 409.
+        do_edit_state(
+            thread_id,
+            user=request.user,
+            values={**current.values, **body.values},
+            seen_head=head or current.id,
+        )
+    except (NothingChanged, HeadMoved) as exc:
         return Status(409, {"detail": str(exc)})
     return _thread_out(thread_id, request)
 
