@@ -22,6 +22,8 @@ from checkpoints.models import CheckpointSource, Thread, ThreadStatus
 from checkpoints.selectors import first_messages, threads_matching
 
 HISTORY_LIMIT = 1000
+HISTORY_PAGE = 100
+"""Checkpoints a page's history tree shows: a page pushed live on every step stays small."""
 NOTE_LIMIT = 20
 
 
@@ -75,20 +77,26 @@ def history(thread: Thread) -> list[Branch]:
     return build_tree(checkpoints, head_id=str(thread.head_id) if thread.head_id else None)
 
 
-def history_context(thread: Thread) -> dict[str, Any]:
-    """The history tree and a note on each fork and state edit: who, and what they changed."""
-    checkpoints = get_backend().history(thread_id=thread.id, limit=HISTORY_LIMIT)
+def history_context(thread: Thread, *, before: str | None = None) -> dict[str, Any]:
+    """One page of the history tree (the newest HISTORY_PAGE checkpoints, older than `before`
+    when given) and a note on each fork and state edit: who, and what they changed. A long
+    thread's page links to the next older page (`history_older`). Raises CheckpointNotFound
+    for a `before` that is not the thread's."""
+    found = get_backend().history(thread_id=thread.id, limit=HISTORY_PAGE + 1, before=before)
+    checkpoints = found[:HISTORY_PAGE]
     return {
         "history": build_tree(checkpoints, head_id=str(thread.head_id) if thread.head_id else None),
         "notes": change_notes(thread, checkpoints),
+        "history_older": checkpoints[-1].id if len(found) > HISTORY_PAGE else "",
+        "history_before": before or "",
     }
 
 
-def side_context(thread: Thread, user: User) -> dict[str, Any]:
+def side_context(thread: Thread, user: User, *, history_before: str | None = None) -> dict[str, Any]:
     """What the thread page's side needs (controls, history, who paused it), for its first
     render and for every live push."""
     return {
-        **history_context(thread),
+        **history_context(thread, before=history_before),
         "can_operate": Access.of(user).can_operate,
         "state_editable": state_editable(thread.agent),
         "paused_by": paused_by(thread),

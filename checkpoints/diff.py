@@ -42,15 +42,62 @@ class Change:
 def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """List the changes from old to new, in path order. A call's arguments or a tool's result
     that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
-    report = DeepDiff(old, new, view="tree")
+    old_kept, new_kept, places = _unshared(old, new)
+    report = DeepDiff(old_kept, new_kept, view="tree")
     changes: list[Change] = []
     for key, kind in _KINDS.items():
         for level in report.get(key, []):
             # The path's elements, not DeepDiff's text of it: a key holding both quote marks
             # has no round trip through the text.
-            elements = level.path(output_format="list")
+            elements = _placed(level.path(output_format="list"), places)
             changes += _within_encoded(_change(kind, level, elements), old=old, elements=elements)
     return sorted(changes, key=lambda c: _sort_key(c.path))
+
+
+def _unshared(
+    old: dict[str, Any], new: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[int]]]:
+    """Both states without the items a list field holds the same at the same place (a long
+    conversation's messages before the last step's), and each cut list's kept places. DeepDiff
+    pairs such lists' items by place and walks every pair field by field: most of a second
+    for a 2,000-message conversation. Lists of plain values are left whole (DeepDiff aligns
+    those by their contents, not their places)."""
+    old_kept, new_kept, places = dict(old), dict(new), {}
+    for key in old.keys() & new.keys():
+        before, after = old[key], new[key]
+        if not (isinstance(before, list) and isinstance(after, list)) or (_plain(before) and _plain(after)):
+            continue
+        shared = min(len(before), len(after))
+        kept = [i for i in range(shared) if not _same(before[i], after[i])]
+        if len(kept) == shared:
+            continue
+        kept += range(shared, max(len(before), len(after)))
+        places[key] = kept
+        old_kept[key] = [before[i] for i in kept if i < len(before)]
+        new_kept[key] = [after[i] for i in kept if i < len(after)]
+    return old_kept, new_kept, places
+
+
+def _plain(items: list[Any]) -> bool:
+    return all(isinstance(item, str | int | float | bool | None) for item in items)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as DeepDiff sees it: 1 and 1.0 (or true) are equal to Python, a type change to it."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(value, b[key]) for key, value in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
+
+
+def _placed(elements: list[Any], places: dict[str, list[int]]) -> list[Any]:
+    """A path into the cut lists as a path into the whole ones."""
+    if len(elements) > 1 and elements[0] in places and isinstance(elements[1], int):
+        return [elements[0], places[elements[0]][elements[1]], *elements[2:]]
+    return elements
 
 
 def _within_encoded(change: Change, *, old: dict[str, Any], elements: list[Any]) -> list[Change]:

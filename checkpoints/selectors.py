@@ -130,20 +130,48 @@ def _opened(data: str, sealer: Any) -> Any:
         return None
 
 
+TAIL = 20
+"""List items last_user_messages reads first, from the end of each message list."""
+
+
 def last_user_messages(
     checkpoints: list[tuple[str, str]], *, refs: dict[str, Any] | None = None
 ) -> dict[str, str]:
     """The newest user message of each (thread id, checkpoint id)'s message list, by checkpoint
-    id: what its person last asked on that branch. One query for the lists' items, one more for
-    the checkpoints whose references `refs` (by checkpoint id) does not carry."""
+    id: what its person last asked on that branch. One query for the lists' last TAIL items,
+    one more for the items before them of the lists whose person spoke earlier, and one for the
+    checkpoints whose references `refs` (by checkpoint id) does not carry."""
     known = dict(refs or {})
     missing = {c for _, c in checkpoints if c not in known}
     if missing:
         known |= {str(k): v for k, v in Checkpoint.objects.filter(id__in=missing).values_list("id", "refs")}
     runs = {c: _message_runs(known.get(c)) for _, c in checkpoints}
-    items = _list_items([(t, run, low, high) for t, c in checkpoints for run, low, high in runs[c]])
     sealer = current_sealer()
-    return {c: _last_user_message(items, thread_id=t, runs=runs[c], sealer=sealer) for t, c in checkpoints}
+    # The last TAIL items first: a 2,000-message conversation is not read for its last question.
+    tails = {c: _split(runs[c], TAIL)[1] for c in runs}
+    items = _list_items([(t, run, low, high) for t, c in checkpoints for run, low, high in tails[c]])
+    found = {c: _last_user_message(items, thread_id=t, runs=tails[c], sealer=sealer) for t, c in checkpoints}
+    # Then the rest, for the few whose person spoke before that (one more query).
+    rest = {c: _split(runs[c], TAIL)[0] for _, c in checkpoints if not found[c]}
+    items = _list_items(
+        [(t, run, low, high) for t, c in checkpoints if c in rest for run, low, high in rest[c]]
+    )
+    found |= {
+        c: _last_user_message(items, thread_id=t, runs=rest[c], sealer=sealer)
+        for t, c in checkpoints
+        if c in rest
+    }
+    return found
+
+
+def _split(
+    runs: list[tuple[int, int, int]], tail: int
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """The runs (run, first depth, end depth) cut into the items before the last `tail`, and those."""
+    cut = max(0, runs[-1][2] - tail) if runs else 0
+    before = [(run, low, min(high, cut)) for run, low, high in runs if low < cut]
+    last = [(run, max(low, cut), high) for run, low, high in runs if high > cut]
+    return before, last
 
 
 def _message_runs(refs: Any) -> list[tuple[int, int, int]]:

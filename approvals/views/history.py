@@ -1,9 +1,11 @@
 """Time travel: one checkpoint (state, diff against its parent, fork), and a diff of any two."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -18,6 +20,8 @@ from approvals.thread_forms import parse_state
 from checkpoints.backends.base import CheckpointError
 from checkpoints.diff import diff_values
 from checkpoints.models import Thread
+
+CHANGES_PAGE = 200
 
 
 def _thread_or_404(request: AuthedRequest, thread_id: str) -> Thread:
@@ -34,6 +38,10 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
         item = thread_selectors.checkpoint(thread, checkpoint_id)
     except CheckpointError as exc:
         raise Http404(str(exc)) from exc
+    try:
+        history = thread_selectors.history_context(thread, before=request.GET.get("history_before") or None)
+    except CheckpointError as exc:
+        raise Http404(str(exc)) from exc
     context: dict[str, Any] = {
         "thread": thread,
         "item": item,
@@ -43,7 +51,7 @@ def checkpoint_detail(request: AuthedRequest, thread_id: str, checkpoint_id: str
         "thread_effects": effects.thread_effects(thread.id),
         "can_operate": Access.of(request.user).can_operate,
         "fork_note": thread_selectors.fork_note(thread.agent),
-        **thread_selectors.history_context(thread),
+        **history,
         "text": thread_selectors.pretty(item.values, agent=thread.agent),
     }
     if request.method == "POST":
@@ -94,11 +102,15 @@ def diff(request: AuthedRequest, thread_id: str) -> HttpResponse:
             {"thread": thread, "checkpoints": checkpoints, "error": str(exc)},
             status=404,
         )
+    # Distant checkpoints can differ in thousands of places: a page of them at a time.
+    page = Paginator(changes, CHANGES_PAGE).get_page(request.GET.get("page"))
     context = {
         "thread": thread,
         "checkpoints": checkpoints,
         "from_id": from_id,
         "to_id": to_id,
-        "changes": changes,
+        "changes": page.object_list,
+        "page": page,
+        "query": urlencode({"from": from_id, "to": to_id}),
     }
     return render(request, "approvals/diff.html", context)

@@ -31,7 +31,7 @@ from approvals.actions.threads import (
 from approvals.http import AuthedRequest
 from approvals.models import Policy
 from approvals.thread_forms import ThreadFilterForm, parse_state
-from checkpoints.backends.base import CorruptCheckpoint
+from checkpoints.backends.base import CheckpointError, CorruptCheckpoint
 from checkpoints.models import Thread
 
 PAGE_SIZE = 50
@@ -98,7 +98,14 @@ def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
 def thread_detail(request: AuthedRequest, thread_id: str) -> HttpResponse:
     thread = _thread_or_404(request, thread_id)
     context = selectors.thread_context(thread.id)
-    context.update(thread_selectors.side_context(thread, request.user))
+    try:
+        context.update(
+            thread_selectors.side_context(
+                thread, request.user, history_before=request.GET.get("history_before") or None
+            )
+        )
+    except CheckpointError as exc:  # an older page of the history after no checkpoint of this thread
+        raise Http404(str(exc)) from exc
     return render(request, "approvals/thread.html", context)
 
 
