@@ -146,3 +146,32 @@ def test_two_edits_of_the_same_head_at_the_same_moment_one_wins_the_other_is_a_4
         assert values.get(field) != value, "the refused edit was written too"
         # Back to the start for the next round (the head moves on: each round reads it anew).
         do_edit_state(gate.thread_id, user=olga, values={**values, "note": "", "priority": 0})
+
+
+@pytest.mark.django_db
+def test_the_state_editor_page_refuses_to_save_over_a_head_the_thread_has_left(gate: ApprovalRequest) -> None:
+    olga, omar = make_user("olga", "operator"), make_user("omar", "operator")
+    page = Client()
+    page.force_login(omar)
+    url = f"/threads/{gate.thread_id}/state/"
+    opened = page.get(url)
+    head = opened.context["head"].id
+    assert f'name="head" value="{head}"' in opened.content.decode()
+    omars_text = opened.context["text"].replace('"priority": 0', '"priority": 2')
+    do_edit_state(gate.thread_id, user=olga, values={**head_values(gate.thread_id), "note": "VIP customer"})
+    checkpoints = Checkpoint.objects.filter(thread_id=gate.thread_id).count()
+
+    saved = page.post(url, {"values": omars_text, "head": head})
+
+    assert saved.status_code == 409
+    assert "Read it again" in saved.content.decode()
+    assert head_values(gate.thread_id)["note"] == "VIP customer"  # it was "" again: Olga's edit undone
+    # Saved again from the refused form (it keeps the head it was read at): still refused.
+    assert f'name="head" value="{head}"' in saved.content.decode()
+    assert page.post(url, {"values": omars_text, "head": head}).status_code == 409
+    assert Checkpoint.objects.filter(thread_id=gate.thread_id).count() == checkpoints
+    reread = page.get(url)  # read again, then edit: saved
+    text = reread.context["text"].replace('"priority": 0', '"priority": 2')
+    assert page.post(url, {"values": text, "head": reread.context["head"].id}).status_code == 302
+    values = head_values(gate.thread_id)
+    assert (values["note"], values["priority"]) == ("VIP customer", 2)

@@ -163,8 +163,16 @@ def edit_state(request: AuthedRequest, thread_id: str) -> HttpResponse:
     }
     if request.method == "POST":
         context["text"] = request.POST.get("values", "")
+        # The head the operator's text was read at: if the thread moved on since (a step after a
+        # pause, another operator's edit), saving the whole text would undo that, so it is a 409.
+        context["seen_head"] = request.POST.get("head", "")[:64] or None
         try:
-            do_edit_state(thread.id, user=request.user, values=parse_state(context["text"]))
+            do_edit_state(
+                thread.id,
+                user=request.user,
+                values=parse_state(context["text"]),
+                seen_head=context["seen_head"],
+            )
         except InvalidInput as exc:
             context["errors"] = exc.errors
             return render(request, "approvals/state_edit.html", context, status=400)
