@@ -1,7 +1,8 @@
 """Queues, approval requests, imported decisions, the notification outbox, the audit ledger and API
-tokens."""
+tokens, and the runs of the LangGraph server API."""
 
 import hashlib
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -381,3 +382,40 @@ class Signoff(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer} on {self.request_id}"
+
+
+class RunOutcome(models.TextChoices):
+    """How a LangGraph server run ended, as LangGraph's run statuses name it: a resume follows a
+    run that stopped at an interrupt, a message one whose thread was done."""
+
+    SUCCESS = "success"
+    INTERRUPTED = "interrupted"
+
+
+class LangGraphRun(models.Model):
+    """A run a client of the LangGraph server API (/langgraph) started on a LangGraph agent's
+    thread: a start, a message, or a resume. Its status while it is the thread's latest run is
+    the thread's; the next run on the thread stores how it ended."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="langgraph_runs", db_index=False
+    )
+    assistant = models.CharField(max_length=100)
+    metadata = models.JSONField(default=dict, blank=True)
+    outcome = models.CharField(
+        max_length=16,
+        choices=RunOutcome,
+        blank=True,
+        default="",
+        help_text="How it ended, stored as the next run began (blank: the thread's latest).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["thread", "-created_at"], name="langgraphrun_thread_recent")]
+
+    def __str__(self) -> str:
+        return f"run {self.id} on {self.thread_id}"

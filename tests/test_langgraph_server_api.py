@@ -63,7 +63,7 @@ def test_a_resume_through_the_client_is_a_decision_in_the_ledger(client: Any) ->
     thread_id = ask_refund(client)
 
     run = client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
-    values = client.runs.join(thread_id, "any")
+    values = client.runs.join(thread_id, run["run_id"])
 
     assert "Refund of $42.50 issued for order ORD-1001" in values["messages"][-1]["content"]
     assert client.threads.get(thread_id)["status"] == "idle"
@@ -104,7 +104,8 @@ def test_a_resume_after_a_reviewer_decided_is_refused_409(client: Any, live_serv
 
     with pytest.raises(ConflictError):
         client.runs.create(thread_id, AGENT, command={"resume": {"decisions": [{"type": "approve"}]}})
-    values = client.runs.join(thread_id, "any")
+    [asked] = client.runs.list(thread_id)  # the refused resume stored no run
+    values = client.runs.join(thread_id, asked["run_id"])
     assert "no" in values["messages"][-1]["content"] and Refund.objects.count() == 0
 
 

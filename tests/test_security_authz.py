@@ -193,6 +193,7 @@ LANGGRAPH = [
         (NOAUTH, 404, 422, 404, 404),
         {"assistant_id": "refunds_langgraph"},
     ),
+    Row("get", "/langgraph/threads/{A}/runs", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/runs/{run}/join", (NOAUTH, 404, 404, 404, 404)),
     Row("post", "/langgraph/threads/{A}/history", (NOAUTH, 404, 404, 404, 404), {}),

@@ -1,11 +1,13 @@
 """Runs of the LangGraph server API (`/langgraph`): start, continue or resume a LangGraph agent's
 thread. A resume is a decision like any other: each answer decides its approval request as the
-token's user (permission, 409 if someone decided first, the ledger, the undo window)."""
+token's user (permission, 409 if someone decided first, the ledger, the undo window). Each run
+is stored (LangGraphRun), so a client reads back the runs it started and no other."""
 
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from agents.actions import InvalidInput, Written, check_start_thread, do_start_thread
 from agents.adapters.langgraph_agent import LangGraphAgent, split_gate_key
@@ -16,7 +18,7 @@ from approvals.actions.audit import appended_last
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalRequest, ApprovalStatus, LangGraphRun, RunOutcome
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData
@@ -81,8 +83,10 @@ def do_run(
     graph_input: Any = None,
     resume: Any = None,
     checkpoint_id: str | None = None,
-) -> None:
-    """Start the thread (it does not exist yet), add a message to it, or resume its interrupts."""
+    metadata: dict[str, Any] | None = None,
+) -> LangGraphRun:
+    """Start the thread (it does not exist yet), add a message to it, or resume its interrupts;
+    return the run, stored with what it did (none is stored for a run refused)."""
     agent = langgraph_agent(assistant)
     access = Access.of(user)
     # A thread the user may not see is answered as a missing one (not found, or "only operators
@@ -95,18 +99,32 @@ def do_run(
             load_checkpoint(thread_id=thread_id, agent=agent.name) if owner else None,
             checkpoint_id=checkpoint_id,
         )
-    if resume is not None:
-        if owner is None:
-            raise Thread.DoesNotExist(thread_id)
-        do_resume(user=user, thread_id=thread_id, resume=resume)
-        return
-    text = human_text(graph_input)
-    if owner is not None:
-        do_continue_thread(thread_id, user=user, text=text)  # type: ignore[arg-type]
-        return
-    access.require_operator("start")
-    definition = check_start_thread(agent=agent.name, text=text, thread_id=thread_id)
-    do_start_thread(agent=definition, text=text, thread_id=thread_id, actor=f"user:{user.get_username()}")
+    run = LangGraphRun(thread_id=thread_id, assistant=agent.name, metadata=metadata or {})
+    with transaction.atomic(), appended_last():
+        if resume is not None:
+            if owner is None:
+                raise Thread.DoesNotExist(thread_id)
+            do_resume(user=user, thread_id=thread_id, resume=resume)
+            return _recorded(run, previous=RunOutcome.INTERRUPTED)  # a resume answers its interrupt
+        text = human_text(graph_input)
+        if owner is not None:
+            do_continue_thread(thread_id, user=user, text=text)  # type: ignore[arg-type]
+            return _recorded(run, previous=RunOutcome.SUCCESS)  # only a done thread takes a message
+        access.require_operator("start")
+        definition = check_start_thread(agent=agent.name, text=text, thread_id=thread_id)
+        do_start_thread(agent=definition, text=text, thread_id=thread_id, actor=f"user:{user.get_username()}")
+        return _recorded(run, previous=None)
+
+
+def _recorded(run: LangGraphRun, *, previous: RunOutcome | None) -> LangGraphRun:
+    """Store the run, and how the thread's run before it ended (`previous`, known from what the
+    new run was allowed to do). Call inside the transaction of what the run did."""
+    if previous is not None:
+        LangGraphRun.objects.filter(thread_id=run.thread_id, outcome="").update(
+            outcome=previous, updated_at=timezone.now()
+        )
+    run.save(force_insert=True)
+    return run
 
 
 def do_resume(*, user: AbstractBaseUser, thread_id: str, resume: Any) -> None:

@@ -5,10 +5,11 @@ Gatehouse's LangGraph agents (one assistant per registered `LangGraphAgent`, gra
 Assistants: search, get. Threads: create (an id; the thread starts with its first run, so
 metadata other than graph_id is refused), get, search (status, metadata, ids, sort_by/sort_order),
 get_state, update_state (an operator's edit of the conversation, or Agent Inbox's "mark as
-resolved"), history. Runs: create, wait, join, stream (langgraph_stream.py; `input` starts or
+resolved"), history. Runs: create, wait, stream (langgraph_stream.py; `input` starts or
 continues a thread, `command={"resume": ...}` decides its pending requests as the token's user;
-wait, join and stream cover a decision's undo window and the run it resumes). A filter or option
-a body names that is not served is a 422 naming it; /info answers what is served.
+wait, join and stream cover a decision's undo window and the run it resumes); get, join and list
+of the runs stored (an id never started here is a 404). A filter or option a body names that is
+not served is a 422 naming it; /info answers what is served.
 Not served: other stream modes, crons, the store; an address not served answers a JSON 404 or 405.
 """
 
@@ -21,9 +22,10 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Query, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
 from pydantic import ConfigDict, Field
@@ -37,10 +39,22 @@ from approvals.actions.errors import Conflict
 from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_agent, langgraph_agents
 from approvals.actions.tokens import access_token_user
 from approvals.api.base import token_required
-from approvals.api.langgraph_state import STATUS, deciding, settled, state_at, thread_state
+from approvals.api.langgraph_options import config_checkpoint, named_checkpoint
+from approvals.api.langgraph_state import (
+    RUN_STATUSES,
+    STATUS,
+    deciding,
+    live_run_status,
+    settled,
+    shown_as,
+    shown_run,
+    state_at,
+    thread_state,
+)
 from approvals.api.langgraph_stream import STREAM_MODES, langgraph_head, run_events
 from approvals.api.threads import MAX_OFFSET
 from approvals.http import AuthedRequest
+from approvals.models import LangGraphRun
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointNotFound, CorruptCheckpoint
@@ -48,7 +62,6 @@ from checkpoints.ids import THREAD_ID_RULE, is_valid_thread_id
 from checkpoints.models import Thread, ThreadStatus
 
 METADATA_KEY = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": not a lookup
-RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
 MAX_SEARCH_LIMIT = 100  # each thread listed loads its LangGraph state; the SDK asks for 10
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 SORTED_BY = {"created_at": "created_at", "updated_at": "updated_at", "thread_id": "id"}
@@ -133,6 +146,11 @@ def unknown_thread(request: HttpRequest, exc: Exception) -> HttpResponse:
     return _error(request, 404, "Thread not found.")
 
 
+@api.exception_handler(LangGraphRun.DoesNotExist)
+def unknown_run(request: HttpRequest, exc: Exception) -> HttpResponse:
+    return _error(request, 404, "Run not found.")
+
+
 @api.exception_handler(CheckpointNotFound)
 def unknown_checkpoint(request: HttpRequest, exc: CheckpointNotFound) -> HttpResponse:
     return _error(request, 404, "Checkpoint not found.")
@@ -201,19 +219,31 @@ class RunIn(Schema):
     command: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
     checkpoint_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    multitask_strategy: str | None = None
     # Options a client may send that this server does not carry out: refused when given, since a
-    # run that ignored them would not stop where (or report when) the client asked.
+    # run that ignored them would not stop where (or report when) the client asked, nor run with
+    # the context the graph was meant to read.
     interrupt_before: Any = None
     interrupt_after: Any = None
     webhook: Any = None
     after_seconds: Any = None
+    context: Any = None
 
 
-UNSERVED_RUN_OPTIONS = ("interrupt_before", "interrupt_after", "webhook", "after_seconds")
+UNSERVED_RUN_OPTIONS = ("interrupt_before", "interrupt_after", "webhook", "after_seconds", "context")
 
 
 class StreamRunIn(RunIn):
     stream_mode: str | list[str] = "values"
+
+
+class RunListIn(Schema):
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0
+    status: str | None = None
+    select: list[str] | None = None
 
 
 class HistoryIn(Strict):
@@ -263,20 +293,6 @@ def _thread(thread: Thread) -> dict[str, Any]:
         "status": status,
         "values": state["values"],
         "interrupts": {i["id"]: [i] for i in interrupts},
-    }
-
-
-def _run(thread_id: str, assistant_id: str, status: str) -> dict[str, Any]:
-    return {
-        "run_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"gatehouse:{thread_id}:{time.time_ns()}")),
-        "thread_id": thread_id,
-        "assistant_id": assistant_id,
-        "status": status,
-        "metadata": {},
-        "multitask_strategy": "reject",
-        "created_at": None,
-        "updated_at": None,
-        "kwargs": {},
     }
 
 
@@ -363,7 +379,7 @@ def search_threads(request: AuthedRequest, body: ThreadSearchIn) -> Any:
     if body.ids is not None:
         rows = rows.filter(pk__in=body.ids)
     if body.status:
-        rows = rows.filter(status__in=[s for s, lg in STATUS.items() if lg == body.status])
+        rows = shown_as(rows, status=body.status)
     for key, value in (body.metadata or {}).items():
         if not METADATA_KEY.match(key):
             raise InvalidInput({"metadata": f"{key!r} is not a metadata key this server searches"})
@@ -394,7 +410,7 @@ def update_state(request: AuthedRequest, thread_id: str, body: UpdateStateIn) ->
         thread_id=thread_id,
         values=body.values,
         as_node=body.as_node,
-        checkpoint_id=_checkpoint_id(body.checkpoint_id, body.checkpoint),
+        checkpoint_id=named_checkpoint(body.checkpoint_id, body.checkpoint),
     )
     state = state_at(written.checkpoint, agent=thread.agent) if written else thread_state(thread)
     return {"checkpoint": state["checkpoint"]}
@@ -422,8 +438,25 @@ def get_history(request: AuthedRequest, thread_id: str, body: HistoryIn) -> Any:
 
 @api.post("/threads/{thread_id}/runs")
 def create_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
-    _start(request, thread_id, body)
-    return _run(thread_id, body.assistant_id, "pending")
+    run = _start(request, thread_id, body)
+    return shown_run(run, thread=checkpoint_selectors.thread(thread_id), live="pending")
+
+
+@api.get("/threads/{thread_id}/runs")
+def list_runs(request: AuthedRequest, thread_id: str, filters: Query[RunListIn]) -> Any:
+    """The thread's runs started here, newest first."""
+    _visible(request, thread_id)
+    if filters.status is not None and filters.status not in RUN_STATUSES:
+        raise InvalidInput({"status": f"one of {', '.join(RUN_STATUSES)}"})
+    if filters.select:
+        raise InvalidInput({"select": "not served by this server: runs come whole"})
+    thread, live = live_run_status(thread_id)
+    rows = LangGraphRun.objects.filter(thread_id=thread_id)
+    if filters.status is not None:  # an earlier run by how it ended, the latest by the thread
+        latest = Q(outcome="") if live == filters.status else Q(pk__in=[])
+        rows = rows.filter(Q(outcome=filters.status) | latest)
+    page = rows[filters.offset : filters.offset + filters.limit]
+    return [shown_run(run, thread=thread, live=live) for run in page]
 
 
 @api.post("/threads/{thread_id}/runs/wait")
@@ -443,10 +476,9 @@ def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> Str
     if not modes or modes - STREAM_MODES:
         raise InvalidInput({"stream_mode": "served: 'values', 'updates', 'messages-tuple' and 'events'"})
     since = langgraph_head(thread_id)  # before the run starts: its updates are what comes after
-    _start(request, thread_id, body)
-    run = _run(thread_id, body.assistant_id, "pending")
+    run = _start(request, thread_id, body)
     response = StreamingHttpResponse(
-        run_events(thread_id, run["run_id"], modes=modes, since=since), content_type="text/event-stream"
+        run_events(thread_id, str(run.id), modes=modes, since=since), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -454,40 +486,49 @@ def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> Str
 
 @api.get("/threads/{thread_id}/runs/{run_id}/join")
 def join_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
-    _visible(request, thread_id)
+    """The thread's values once the run stopped: at once for a run a later one followed."""
+    thread = _visible(request, thread_id)
+    if _stored_run(thread_id, run_id).outcome:
+        return thread_state(thread)["values"]
     return thread_state(_settled(thread_id))["values"]
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}")
 def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
     _visible(request, thread_id)
-    thread, stopped = settled(thread_id)
-    # A decision in its undo window: the resumed run has not begun (LangGraph's "pending").
-    waiting = not stopped and thread.status == ThreadStatus.WAITING
-    status = "pending" if waiting else RUN_STATUS[STATUS[ThreadStatus(thread.status)]]
-    return _run(thread_id, thread.agent, status) | {"run_id": run_id}
+    run = _stored_run(thread_id, run_id)
+    thread, live = live_run_status(thread_id)
+    return shown_run(run, thread=thread, live=live)
 
 
-def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> None:
+def _stored_run(thread_id: str, run_id: str) -> LangGraphRun:
+    """The run `run_id` of the thread, or LangGraphRun.DoesNotExist (a 404): an id never started
+    here, not a run id at all, or another thread's run."""
+    try:
+        return LangGraphRun.objects.get(pk=uuid.UUID(run_id), thread_id=thread_id)
+    except ValueError as exc:
+        raise LangGraphRun.DoesNotExist(run_id) from exc
+
+
+def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> LangGraphRun:
     # A thread the user may not see is left to do_run, which answers as for a missing one.
     if checkpoint_selectors.thread_exists(thread_id) and Access.of(request.user).can_see_thread(thread_id):
         _visible(request, thread_id)
-    if unserved := [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "")]:
+    if unserved := [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "", {})]:
         raise InvalidInput({name: "not served by this server; nothing was done" for name in unserved})
+    if body.multitask_strategy not in (None, "reject"):
+        refused = "only 'reject' is served: a run on a busy thread is a 409; nothing was done"
+        raise InvalidInput({"multitask_strategy": refused})
     resume = (body.command or {}).get("resume")
     if body.command and resume is None:
         raise InvalidInput({"command": "only command={'resume': ...} is served"})
-    do_run(
+    named = config_checkpoint(body.config, thread_id=thread_id)
+    return do_run(
         user=request.user,
         thread_id=thread_id,
         assistant=body.assistant_id,
         graph_input=body.input,
         resume=resume,
-        checkpoint_id=_checkpoint_id(body.checkpoint_id, body.checkpoint),
+        checkpoint_id=named_checkpoint(body.checkpoint_id, body.checkpoint) or named,
+        metadata=body.metadata,
     )
-
-
-def _checkpoint_id(checkpoint_id: str | None, checkpoint: dict[str, Any] | None) -> str | None:
-    """The checkpoint a client names: an id, or a state's `checkpoint` as this server returned it."""
-    given = checkpoint or {}
-    return checkpoint_id or given.get("gatehouse_checkpoint") or given.get("checkpoint_id") or None

@@ -1,11 +1,13 @@
-"""A Gatehouse thread as LangGraph's server shows it: its statuses, and a checkpoint as a state
-(values from LangGraph's own checkpoint there, its interrupts as tasks)."""
+"""A Gatehouse thread as LangGraph's server shows it: its statuses, its runs, and a checkpoint
+as a state (values from LangGraph's own checkpoint there, its interrupts as tasks)."""
 
 from typing import Any
 
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
 from agents.loading import load_checkpoint
 from approvals.actions.langgraph_runs import langgraph_agent
-from approvals.models import DECIDED, ApprovalRequest
+from approvals.models import DECIDED, ApprovalRequest, LangGraphRun
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData
 from checkpoints.models import Thread, ThreadStatus
@@ -20,14 +22,31 @@ STATUS = {  # Gatehouse's thread status as LangGraph's
     ThreadStatus.CANCELLED: "idle",
     ThreadStatus.FAILED: "error",
 }
+RUN_STATUS = {"busy": "running", "interrupted": "interrupted", "idle": "success", "error": "error"}
+RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+"""LangGraph's run statuses (a runs.list filter)."""
+
+
+def _deciding() -> QuerySet[ApprovalRequest]:
+    return ApprovalRequest.objects.filter(status__in=DECIDED, undo_until__isnull=False)
 
 
 def deciding(thread_id: str) -> bool:
     """Whether a decision on the thread waits out its undo window (DECISION_UNDO_S): the thread
     still waits at its gate, but a run resumed by it has not begun, let alone ended."""
-    return ApprovalRequest.objects.filter(
-        thread_id=thread_id, status__in=DECIDED, undo_until__isnull=False
-    ).exists()
+    return _deciding().filter(thread_id=thread_id).exists()
+
+
+def shown_as(rows: QuerySet[Thread], *, status: str) -> QuerySet[Thread]:
+    """The threads among `rows` shown with LangGraph's `status`, in the same query: a waiting
+    thread with a decision in its undo window is shown busy, not interrupted (see deciding)."""
+    answered = Q(status=ThreadStatus.WAITING) & Q(Exists(_deciding().filter(thread_id=OuterRef("pk"))))
+    statuses = Q(status__in=[s for s, shown in STATUS.items() if shown == status])
+    if status == "interrupted":
+        return rows.filter(statuses & ~answered)
+    if status == "busy":
+        return rows.filter(statuses | answered)
+    return rows.filter(statuses)
 
 
 def settled(thread_id: str) -> tuple[Thread, bool]:
@@ -40,6 +59,32 @@ def settled(thread_id: str) -> tuple[Thread, bool]:
     if thread.status == ThreadStatus.WAITING:
         return thread, not answered
     return thread, thread.status in SETTLED
+
+
+def live_run_status(thread_id: str) -> tuple[Thread, str]:
+    """The thread, and the status of its latest run: the thread's, as LangGraph names a run's."""
+    thread, stopped = settled(thread_id)
+    # A decision in its undo window: the resumed run has not begun (LangGraph's "pending").
+    if not stopped and thread.status == ThreadStatus.WAITING:
+        return thread, "pending"
+    return thread, RUN_STATUS[STATUS[ThreadStatus(thread.status)]]
+
+
+def shown_run(run: LangGraphRun, *, thread: Thread, live: str) -> dict[str, Any]:
+    """A stored run as LangGraph's server shows one: the thread's latest with its status `live`
+    (and the thread's last change), an earlier one as it ended."""
+    latest = not run.outcome
+    return {
+        "run_id": str(run.id),
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant,
+        "status": live if latest else run.outcome,
+        "metadata": run.metadata,
+        "multitask_strategy": "reject",  # the only one served: a run on a busy thread is a 409
+        "created_at": run.created_at.isoformat(),
+        "updated_at": (max(run.updated_at, thread.updated_at) if latest else run.updated_at).isoformat(),
+        "kwargs": {},
+    }
 
 
 def shown_interrupts(interrupts: list[Any]) -> list[Any]:
