@@ -2,11 +2,13 @@
 (approvals.consumers), so a panel pushed later shows what a reload shows."""
 
 import hashlib
+import math
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ObjectDoesNotExist
+from django.utils import timezone
 
 from approvals import selectors
 from approvals.access import Access
@@ -18,6 +20,9 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints.models import ThreadStatus
 
 RUNS_THE_CALL = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED)
+# A browser fires a timer longer than 2**31 ms (24.8 days) at once: a page waits at most a day,
+# then asks again (a panel fetched before the deadline brings the next wait).
+DEADLINE_WAIT_MAX_MS = 86_400_000
 
 
 def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
@@ -32,7 +37,17 @@ def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | Anonymou
     # Past its deadline the expiry decides it (decisions.check_decision answers 409): no buttons.
     context["can_claim"] = context["can_claim"] and not context["signed_off"] and not context["expired"]
     context["panel_mark"] = panel_mark(context)
+    context["deadline_wait_ms"] = deadline_wait_ms(item, expired=context["expired"])
     return context
+
+
+def deadline_wait_ms(item: ApprovalRequest, *, expired: bool) -> int | None:
+    """How long a page showing this pending request waits before it fetches its panel again, to
+    stop offering the decision at the deadline (a moment after it, so the server agrees)."""
+    if expired or not item.is_pending or item.expires_at is None:
+        return None
+    left_ms = (item.expires_at - timezone.now()).total_seconds() * 1000
+    return min(max(math.ceil(left_ms), 0) + 250, DEADLINE_WAIT_MAX_MS)
 
 
 def decider_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
@@ -81,6 +96,9 @@ def panel_mark(context: dict[str, Any]) -> str:
         context["paused"],
         [(p.pk, p.until) for p in context["standing_rules"]],
         context["expired"],
+        # An escalation moves it to another queue: a page that showed it expired at the deadline
+        # (its panel fetched then, not pushed) must get the escalated panel, buttons and all.
+        item.queue,
         # The request that asks it again is linked after this one closed (gates._link_to_originals):
         # the push after that link must repaint the panel to say "Asked again as".
         replacement(item),

@@ -51,3 +51,25 @@
     (field.closest("label") || field).scrollIntoView({ block: "nearest" });  // with its error text
   });
 })();
+
+// The decision panel agrees with its status line. A claim refused with a 409 (someone claimed it
+// first; it expired) answers with the status line alone; a push brings the status line alone when
+// the socket believes the page's panel current, but the page may have fetched a newer one since (at
+// the deadline, after such a 409). Either way: fetch the panel around the line.
+(function () {
+  function refresh(line) {
+    var panel = line && line.isConnected && line.closest("[data-panel-url]");
+    if (panel && window.htmx) window.htmx.ajax("GET", panel.dataset.panelUrl, { target: "#" + panel.id, swap: "outerHTML" });
+  }
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var line = event.target;  // the status line swapped in
+    var xhr = event.detail.xhr;
+    if (xhr && xhr.status === 409 && /^request-status-/.test(line.id || "")) refresh(line);
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    document.querySelectorAll(".request-status[data-panel-mark]").forEach(function (line) {
+      var panel = line.closest("[data-panel-mark]:not(.request-status)");
+      if (panel && panel.dataset.panelMark !== line.dataset.panelMark) refresh(line);
+    });
+  });
+})();
