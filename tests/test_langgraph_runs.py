@@ -10,38 +10,29 @@ from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from approvals.actions.tokens import do_create_token
 from approvals.actions.undo import do_undo
 from approvals.models import ApprovalRequest, LangGraphRun
 from checkpoints.models import Thread
-from tests.factories import make_user
-from tests.live import LiveServices, free_port
+from tests.live import LiveServices
+from tests.test_langgraph_sdk_compat import APPROVE, ASK, admins_client, undo_server_client
 from tests.test_langgraph_server_api import AGENT, ask_refund
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-APPROVE = {"resume": {"decisions": [{"type": "approve"}]}}
-ASK = {"messages": [{"role": "user", "content": "Please refund order ORD-1001"}]}
-
 
 @pytest.fixture
 def client(live_server_url: str, celery_worker: Any) -> Any:
-    ada = make_user("ada", "admin")
-    return get_sync_client(url=f"{live_server_url}/langgraph", api_key=do_create_token(user=ada, name="sdk"))
+    return admins_client(live_server_url)
 
 
 @pytest.fixture
 def slow_undo_client(live_services: LiveServices, celery_worker: Any) -> Iterator[Any]:
     """A client of a second web server whose decisions wait ten minutes before taking effect:
     the test reads the thread inside the window, then undoes the decision."""
-    port = free_port()
-    process = live_services.start_web(port, extra_env={"DECISION_UNDO_S": "600"}, name="web-langgraph-slow")
-    ada = make_user("ada", "admin")
-    yield get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=do_create_token(user=ada))
-    live_services.stop(process)
+    with undo_server_client(live_services, undo_s=600) as client:
+        yield client
 
 
 def test_a_run_is_read_back_by_its_id_and_an_id_never_started_is_a_404(client: Any) -> None:

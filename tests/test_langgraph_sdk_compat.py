@@ -4,6 +4,7 @@ that change nothing, and every error is JSON. Live uvicorn, a real worker, the o
 
 import copy
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -27,22 +28,36 @@ APPROVE = {"resume": {"decisions": [{"type": "approve"}]}}
 ASK = {"messages": [{"role": "user", "content": "Please refund order ORD-1001"}]}
 
 
+def admins_client(url: str) -> Any:
+    """LangGraph's client of the server at `url`, with an admin's token."""
+    return get_sync_client(
+        url=f"{url}/langgraph", api_key=do_create_token(user=make_user("ada", "admin"), name="sdk")
+    )
+
+
+@contextmanager
+def undo_server_client(live_services: LiveServices, *, undo_s: float) -> Iterator[Any]:
+    """An admin's client of a second web server whose decisions wait `undo_s` before taking
+    effect (the suite's own server takes them at once)."""
+    port = free_port()
+    env = {"DECISION_UNDO_S": str(undo_s)}
+    process = live_services.start_web(port, extra_env=env, name=f"web-langgraph-undo-{undo_s}")
+    try:
+        yield admins_client(f"http://127.0.0.1:{port}")
+    finally:
+        live_services.stop(process)
+
+
 @pytest.fixture
 def client(live_server_url: str, celery_worker: Any) -> Any:
-    ada = make_user("ada", "admin")
-    return get_sync_client(url=f"{live_server_url}/langgraph", api_key=do_create_token(user=ada, name="sdk"))
+    return admins_client(live_server_url)
 
 
 @pytest.fixture
 def undo_client(live_services: LiveServices, celery_worker: Any) -> Iterator[Any]:
-    """A client of a second web server whose decisions wait DECISION_UNDO_S before taking effect."""
-    port = free_port()
-    env = {"DECISION_UNDO_S": str(UNDO_S)}
-    process = live_services.start_web(port, extra_env=env, name="web-langgraph-undo")
-    ada = make_user("ada", "admin")
-    token = do_create_token(user=ada, name="sdk")
-    yield get_sync_client(url=f"http://127.0.0.1:{port}/langgraph", api_key=token)
-    live_services.stop(process)
+    """A client of a second web server whose decisions wait UNDO_S before taking effect."""
+    with undo_server_client(live_services, undo_s=UNDO_S) as client:
+        yield client
 
 
 def test_a_resumes_wait_stream_and_join_cover_the_undo_window_and_the_resumed_run(undo_client: Any) -> None:

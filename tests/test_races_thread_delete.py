@@ -8,7 +8,6 @@ thread deleted since they listed it.
 """
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ from approvals.api import approvals as approvals_api
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from approvals.tests.helpers import gate_with_expiry
 from checkpoints.models import Thread
+from tests.at_once import in_thread, waiting_for_a_lock
 from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
@@ -182,27 +182,6 @@ def test_a_delayed_decision_whose_thread_was_deleted_meanwhile_takes_no_effect_q
     assert gone(request_)
 
 
-def in_thread(fn: Callable[[], Any], outcome: dict[str, Any]) -> threading.Thread:
-    def run() -> None:
-        try:
-            outcome["result"] = fn()
-        except Exception as exc:
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    return worker
-
-
-def waits_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock"
-
-
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_and_a_deletion_at_the_same_moment_never_fail_the_deletion(
@@ -234,7 +213,7 @@ def test_a_claim_and_a_deletion_at_the_same_moment_never_fail_the_deletion(
     deletion: dict[str, Any] = {}
     deleting = in_thread(delete, deletion)
     deadline = timezone.now() + timedelta(seconds=10)
-    while not (pid.get("pid") and waits_for_a_lock(pid["pid"])):
+    while not (pid.get("pid") and waiting_for_a_lock(pid["pid"])):
         assert timezone.now() < deadline, "the deletion never waited for the claim's locks"
         threading.Event().wait(0.02)
     go.set()

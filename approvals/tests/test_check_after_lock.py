@@ -2,7 +2,6 @@
 between a reviewer's page load (or check) and her decision or claim is refused, not decided."""
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +17,7 @@ from approvals.actions.decisions import NotAllowed, check_decision, do_decide
 from approvals.actions.expiry import do_expire_due
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from approvals.tests.helpers import gate_with_expiry
+from tests.at_once import in_thread, waiting_for_a_lock
 from tests.factories import make_user
 
 
@@ -59,27 +59,6 @@ def test_a_claim_checked_before_an_escalation_is_refused_after_it(monkeypatch: p
         do_claim(request_.pk, user=rita)
     request_.refresh_from_db()
     assert request_.claimed_by is None
-
-
-def in_thread(fn: Callable[[], Any], outcome: dict[str, Any]) -> threading.Thread:
-    def run() -> None:
-        try:
-            outcome["result"] = fn()
-        except Exception as exc:
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    return worker
-
-
-def waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock"
 
 
 @pytest.mark.postgres_only

@@ -25,6 +25,7 @@ from approvals.tests.helpers import steps_sent
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import CheckpointSource, Thread, ThreadStatus
+from tests.at_once import waiting_for_a_lock
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,13 +102,6 @@ def revoker(thread_id: str, policy: Policy) -> Callable[[dict[str, Any]], None]:
             connection.close()
 
     return revoke
-
-
-def waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock"
 
 
 def blocked_or_done(worker: threading.Thread, out: dict[str, Any]) -> None:
