@@ -22,6 +22,7 @@ from approvals.live_groups import keep_joined
 from approvals.models import ApprovalRequest
 from approvals.selectors import InboxFilter
 from checkpoints import selectors as checkpoint_selectors
+from checkpoints.backends.base import CheckpointError
 from checkpoints.models import Thread
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,8 @@ class ThreadConsumer(RejoiningConsumer):
         query = QueryDict(self.scope.get("query_string", b"").decode(errors="replace"))
         # The thread page also shows the history and the operator's buttons; decision pages do not.
         self.whole_page = query.get("view") == "thread"
+        # The page of the history the thread page shows (an older one: ?history_before=).
+        self.history_before = query.get("history_before", "")[:64] or None
         raw = query.get("request", "")
         # ASCII digits only ("²" is a digit int() refuses), and few: a request id fits a bigint.
         whole = raw.isascii() and raw.isdecimal() and len(raw) < 12
@@ -299,9 +302,18 @@ class ThreadConsumer(RejoiningConsumer):
             return ""
         html = render_to_string("approvals/_thread_live.html", context)
         if self.whole_page:
-            context.update(thread_selectors.side_context(context["thread"], self.scope["user"]))
+            context.update(self._side(context["thread"]))
             html += render_to_string("approvals/_thread_side.html", context)
         return html
+
+    def _side(self, thread: Thread) -> dict[str, Any]:
+        """The thread page's side, its history at the page it shows (the newest page if that
+        page's checkpoint is gone: pruned, or never the thread's)."""
+        user = self.scope["user"]
+        try:
+            return thread_selectors.side_context(thread, user, history_before=self.history_before)
+        except CheckpointError:
+            return thread_selectors.side_context(thread, user)
 
     def _render_decision(self, item: ApprovalRequest, *, with_status: bool) -> str:
         """The thread's conversation; the panel if what it shows changed, else its status line."""

@@ -1,10 +1,12 @@
 """Pages hold up with a year of data: their queries do not grow with their rows, and a long list
 comes a page at a time with a way to the next."""
 
+import asyncio
 import re
 from typing import Any
 
 import pytest
+import websockets
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -15,6 +17,7 @@ from checkpoints.backends.base import NewCheckpoint
 from checkpoints.diff import diff_values
 from checkpoints.models import CheckpointSource, ThreadStatus
 from tests.factories import make_gate, make_user
+from tests.test_live_push import session_cookie
 
 pytestmark = pytest.mark.django_db
 
@@ -107,7 +110,7 @@ def test_a_long_history_shows_one_page_and_links_to_the_older_checkpoints(page: 
     assert older is not None and older.group(1) == ids[5]  # the oldest shown: step 7
     rest = client.get(url, {"history_before": older.group(1)}).content.decode()
     assert re.findall(r'data-step="(\d+)"', rest) == ["0", "1", "2", "3", "4", "5", "6"]
-    assert "history_before=" not in rest and 'href="?">Newest checkpoints' in rest
+    assert 'href="?history_before=' not in rest and 'href="?">Newest checkpoints' in rest
 
 
 def test_an_older_history_page_after_no_checkpoint_of_the_thread_is_not_found() -> None:
@@ -204,3 +207,32 @@ def test_a_diff_of_distant_checkpoints_shows_a_page_of_changes_and_links_to_the_
     rest = client.get(url + "?" + later.group(1).replace("&amp;", "&")).content.decode()
     assert rest.count('<tr class="diff-') == 50 and 'rel="next"' not in rest
     assert "messages[251]" in rest and "step 249" in rest  # the last change, on the last page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_thread_page_on_an_older_history_page_stays_there_when_its_thread_moves_on(
+    live_server_url: str,
+) -> None:
+    """The page's socket knows which page of the history it shows: its renders (the catch-up on
+    connect, every push after a step) draw that page, not the newest (the reader was sent back)."""
+    request_ = make_gate()
+    ids = add_steps(request_.thread_id, 105)
+    older = ids[5]  # the oldest checkpoint of the newest page: the older page is steps 0-6
+    cookie = session_cookie("olga", "operator")
+    olga = Client()
+    olga.cookies["sessionid"] = cookie
+    page = olga.get(f"/threads/{request_.thread_id}/", {"history_before": older})
+    assert f"history_before={older}" in page.content.decode()  # the socket's address carries it
+
+    async def first_render(path: str) -> str:
+        url = live_server_url.replace("http://", "ws://") + path
+        headers = {"Cookie": f"sessionid={cookie}"}
+        async with websockets.connect(url, additional_headers=headers, origin=live_server_url) as ws:  # type: ignore[arg-type]
+            return str(await asyncio.wait_for(ws.recv(), 10))
+
+    base = f"/ws/threads/{request_.thread_id}/?view=thread"
+    rendered = asyncio.run(first_render(f"{base}&history_before={older}"))
+    assert re.findall(r'data-step="(\d+)"', rendered) == ["0", "1", "2", "3", "4", "5", "6"]
+    # A page checkpoint that is not the thread's: the newest page, not an error.
+    newest = asyncio.run(first_render(f"{base}&history_before=not-a-checkpoint"))
+    assert len(re.findall(r'data-step="(\d+)"', newest)) == 100
