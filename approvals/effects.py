@@ -39,7 +39,8 @@ class Effect:
         return self.request.thread_id
 
 
-def _done() -> QuerySet[ApprovalRequest]:
+def ran_requests() -> QuerySet[ApprovalRequest]:
+    """The requests whose gated tool ran (each with its `ran_at`), newest first."""
     ran_at = write_time(
         checkpoint_id=OuterRef("checkpoint_id"), task_id=Concat(Value(RESULT_PREFIX), OuterRef("key"))
     )
@@ -70,7 +71,7 @@ def describe(agent: str, action: str, args: dict[str, Any]) -> str:
 
 def thread_effects(thread_id: str) -> list[Effect]:
     """Every gated tool that ran on the thread, on any branch, newest first."""
-    return [_effect(r) for r in _done().filter(thread_id=thread_id)[:RECENT]]
+    return [_effect(r) for r in ran_requests().filter(thread_id=thread_id)[:RECENT]]
 
 
 def _key(action: str, args: Any) -> str:
@@ -81,7 +82,7 @@ def same_effects(
     user: AbstractBaseUser | AnonymousUser, *, action: str, args: dict[str, Any], exclude: int | None = None
 ) -> list[Effect]:
     """Effects of the same tool with the same arguments, in any thread the user's queues show."""
-    rows = Access.of(user).visible_requests(_done().filter(action=action))
+    rows = Access.of(user).visible_requests(ran_requests().filter(action=action))
     if exclude is not None:
         rows = rows.exclude(pk=exclude)
     wanted = _key(action, args)
@@ -91,13 +92,14 @@ def same_effects(
 def flag_done(user: AbstractBaseUser | AnonymousUser, items: list[ApprovalRequest]) -> None:
     """Set `done_before` on each pending item whose exact call already ran somewhere (else None)."""
     actions = {i.action for i in items}
-    _flag(items, Access.of(user).visible_requests(_done().filter(action__in=actions)) if actions else None)
+    ran = Access.of(user).visible_requests(ran_requests().filter(action__in=actions)) if actions else None
+    _flag(items, ran)
 
 
 def flag_done_outside(items: list[ApprovalRequest], *, closed: set[str]) -> None:
     """flag_done for a viewer who may see every queue but `closed` (pushes share it by closed set)."""
     actions = {i.action for i in items}
-    _flag(items, _done().filter(action__in=actions).exclude(queue__in=closed) if actions else None)
+    _flag(items, ran_requests().filter(action__in=actions).exclude(queue__in=closed) if actions else None)
 
 
 def _flag(items: list[ApprovalRequest], ran: QuerySet[ApprovalRequest] | None) -> None:

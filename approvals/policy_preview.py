@@ -1,16 +1,18 @@
 """Preview a new or changed policy: how the whole ordered policy set, with the candidate in
 place, would have decided the last N requests of its tool, next to what happened. Reads only."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from approvals.actions.policies import EDITABLE, check_policy, groups_named, policy_facts
-from approvals.effects import thread_effects
+from approvals.effects import RECENT, ran_requests
 from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
 from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
 from approvals.presentation import LONG_TEXT, arg_rows
-from checkpoints.backends import get_backend
+from checkpoints.models import Thread
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 1000
@@ -152,7 +154,11 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
     if candidate.agent:
         requests = requests.filter(agent=candidate.agent)
     recent = list(requests.order_by("-created_at", "-id")[: max(1, min(limit, MAX_LIMIT))])
-    metadata: dict[str, dict[str, Any]] = {}
+    thread_ids = {r.thread_id for r in recent}
+    # One query for every thread's metadata (and one for their effects, if a condition reads
+    # them), not one per request: the last 1,000 requests span hundreds of threads.
+    metadata = dict(Thread.objects.filter(pk__in=thread_ids).values_list("id", "metadata"))
+    effects = _effects_reader(thread_ids)
     changed: list[PreviewRow] = []
     counts: dict[str, int] = {}
     for request_ in recent:
@@ -161,11 +167,8 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
             for r in rules
             if r.applies(agent=request_.agent, thread_id=request_.thread_id, now=request_.created_at)
         ]
-        if request_.thread_id not in metadata:
-            metadata[request_.thread_id] = (
-                get_backend().get_thread(thread_id=request_.thread_id).metadata or {}
-            )
-        deciding = first_match(applying, variables=_variables(request_, metadata[request_.thread_id]))
+        variables = _variables(request_, metadata.get(request_.thread_id) or {}, effects=effects)
+        deciding = first_match(applying, variables=variables)
         would = outcome(deciding)
         counts[_kind(would)] = counts.get(_kind(would), 0) + 1
         then = happened(request_)
@@ -185,14 +188,35 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
     return Preview(considered=len(recent), changed=changed, counts=counts)
 
 
-def _variables(request_: ApprovalRequest, metadata: dict[str, Any]) -> Any:
+def _effects_reader(thread_ids: set[str]) -> Callable[[str], list[ApprovalRequest]]:
+    """Each thread's requests whose tool ran, newest first (the last RECENT, as thread_effects
+    reads them for the gate), read for all the threads at once when first asked."""
+
+    @cache
+    def by_thread() -> dict[str, list[ApprovalRequest]]:
+        done: dict[str, list[ApprovalRequest]] = {}
+        for row in ran_requests().filter(thread_id__in=thread_ids):
+            rows = done.setdefault(row.thread_id, [])
+            if len(rows) < RECENT:
+                rows.append(row)
+        return done
+
+    return lambda thread_id: by_thread().get(thread_id, [])
+
+
+def _variables(
+    request_: ApprovalRequest,
+    metadata: dict[str, Any],
+    *,
+    effects: Callable[[str], list[ApprovalRequest]],
+) -> Any:
     def build(with_effects: bool) -> dict[str, Any]:
         # The effects done before the request was raised: what its gate would have seen.
         done = (
             [
-                e.args
-                for e in thread_effects(request_.thread_id)
-                if e.request.action == request_.action and e.ran_at < request_.created_at
+                e.effective_args
+                for e in effects(request_.thread_id)
+                if e.action == request_.action and e.ran_at < request_.created_at  # type: ignore[attr-defined]
             ]
             if with_effects
             else []

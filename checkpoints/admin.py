@@ -3,18 +3,27 @@
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html, format_html_join
 
 from checkpoints.backends import get_backend
+from checkpoints.backends.orm.maintenance import storage_sql
 from checkpoints.models import Checkpoint, StoreItem, Thread
 from checkpoints.store import decode_path
 from config.admin_selection import CheckedSelection
 
 RECENT = 50
 HEADINGS = ("step", "source", "node", "by", "state", "at", "id")
+
+
+def storage_bytes() -> RawSQL:
+    """Each thread's storage_bytes as a column of the thread's row: one query for the
+    changelist, not one per row."""
+    return RawSQL(storage_sql(f'"{Thread._meta.db_table}"."id"'), ())
 
 
 @admin.register(Thread)
@@ -39,7 +48,21 @@ class ThreadAdmin(CheckedSelection):
     actions = ["delete_threads"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
-        return super().get_queryset(request).annotate(checkpoint_count=Count("checkpoints"))
+        # Subqueries, not a join and GROUP BY: the page's count then leaves them out, and the
+        # storage is read for the page's rows only (a query per row took 56 for 100 rows).
+        checkpoints = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"))
+            .order_by()
+            .values("thread")
+            .annotate(n=Count("pk"))
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                checkpoint_count=Coalesce(Subquery(checkpoints.values("n")), 0), storage_bytes=storage_bytes()
+            )
+        )
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
@@ -59,7 +82,10 @@ class ThreadAdmin(CheckedSelection):
     @admin.display(description="storage")
     def storage(self, thread: Thread) -> str:
         """Its checkpoints, stored values and writes (values shared by its checkpoints count once)."""
-        return filesizeformat(get_backend().storage_bytes(thread_id=thread.id))
+        stored = getattr(thread, "storage_bytes", None)
+        return filesizeformat(
+            stored if stored is not None else get_backend().storage_bytes(thread_id=thread.id)
+        )
 
     @admin.display(description=f"newest {RECENT} checkpoints")
     def recent(self, thread: Thread) -> str:

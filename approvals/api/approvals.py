@@ -1,8 +1,10 @@
 """Approval endpoints: list, decide, claim."""
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any
 
+from django.db.models import Q, QuerySet
 from ninja import Router, Status
 from pydantic import Field
 
@@ -18,6 +20,8 @@ from approvals.http import AuthedRequest
 from approvals.models import ApprovalRequest, ApprovalStatus
 
 router = Router(tags=["approvals"])
+PAGE = 500
+RequestId = Annotated[int | None, Field(ge=1, le=2**63 - 1)]  # a larger id would overflow the query
 
 
 @router.get("/approvals", response={200: list[ApprovalOut], 400: Error})
@@ -25,14 +29,39 @@ def list_approvals(
     request: AuthedRequest,
     status: Annotated[str, Field(max_length=20)] = "pending",
     queue: Annotated[str, Field(max_length=64)] = "",
+    limit: int = PAGE,
+    before: RequestId = None,
+    after: RequestId = None,
 ) -> Any:
+    """Pending requests oldest first (the queue's order; the next page is `after` the last),
+    others newest first (recent decisions; the next page is `before` the last)."""
     if status not in ApprovalStatus.values:
         return Status(400, {"detail": f"status must be one of: {', '.join(ApprovalStatus.values)}"})
-    rows = Access.of(request.user).visible_requests(ApprovalRequest.objects.filter(status=status))
+    visible = Access.of(request.user).visible_requests(ApprovalRequest.objects.all())
+    rows = visible.filter(status=status)
     if queue:
         rows = rows.filter(queue=queue)
-    rows = rows.select_related("decided_by", "claimed_by").order_by("created_at", "id")[:500]
-    return [ApprovalOut.from_request(r) for r in rows]
+    for field, id_ in (("before", before), ("after", after)):
+        if id_ is None:
+            continue
+        # By any request the user sees, whatever its status now (one undone since still counts).
+        raised = visible.filter(pk=id_).values_list("created_at", flat=True).first()
+        if raised is None:
+            detail = f"Approval request {id_} does not exist."
+            return Status(400, {"detail": detail, "errors": {field: detail}})
+        rows = _raised(rows, before=field == "before", at=raised, id_=id_)
+    order = ("created_at", "id") if status == ApprovalStatus.PENDING else ("-created_at", "-id")
+    page = rows.select_related("decided_by", "claimed_by").order_by(*order)[: max(1, min(limit, PAGE))]
+    return [ApprovalOut.from_request(r) for r in page]
+
+
+def _raised(
+    rows: QuerySet[ApprovalRequest], *, before: bool, at: datetime, id_: int
+) -> QuerySet[ApprovalRequest]:
+    """The rows raised before (or after) request `id_`, raised `at`: by time, then by id."""
+    if before:
+        return rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=id_))
+    return rows.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=id_))
 
 
 @router.post(

@@ -5,9 +5,8 @@ from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from django.db import connection, models, transaction
-from django.db.models import Count, F, Sum
-from django.db.models.functions import Coalesce, Length
+from django.db import connection, transaction
+from django.db.models import Count, F
 
 from checkpoints.backends.base import PruneResult
 from checkpoints.backends.orm import statements as sql
@@ -103,9 +102,7 @@ class OrmRetentionMixin:
         StoredValue.objects.filter(thread_id=thread_id).delete()
 
     def storage_bytes(self, *, thread_id: str) -> int:
-        if connection.vendor == "postgresql":
-            return _row_bytes_postgres(thread_id)
-        return _payload_bytes(thread_id)
+        return _storage_bytes(thread_id)
 
     def reseal(self, *, batch_size: int = BATCH) -> int:
         return (
@@ -116,33 +113,31 @@ class OrmRetentionMixin:
         )
 
 
-def _row_bytes_postgres(thread_id: str) -> int:
-    """Bytes of the thread's rows as Postgres stores them (compressed, TOAST included)."""
+def storage_sql(thread: str) -> str:
+    """SQL for the bytes of a thread's rows, `thread` the SQL of its id (a column of an outer
+    query, or a placeholder, which it holds three times): as Postgres stores them (compressed,
+    TOAST included), or where the database cannot say, an estimate from the stored columns."""
     checkpoint, value, write = (m._meta.db_table for m in (Checkpoint, StoredValue, PendingWrite))
-    query = f"""
-        SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM {checkpoint} c WHERE c.thread_id = %s)
-             + (SELECT coalesce(sum(pg_column_size(v.*)), 0) FROM {value} v WHERE v.thread_id = %s)
-             + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM {write} w
-                JOIN {checkpoint} c ON c.id = w.checkpoint_id WHERE c.thread_id = %s)
-    """
+    if connection.vendor == "postgresql":
+        sizes = [f"coalesce(sum(pg_column_size({t}.*)), 0)" for t in ("c", "v", "w")]
+    else:  # keys, thread ids and row headers: a fixed estimate per row
+        sizes = [
+            "160 * count(*) + coalesce(sum(length(c.refs)), 0)",
+            "80 * count(*) + coalesce(sum(length(v.data)), 0)",
+            "80 * count(*) + coalesce(sum(length(w.data)), 0)",
+        ]
+    return (
+        f"(SELECT {sizes[0]} FROM {checkpoint} c WHERE c.thread_id = {thread})"
+        f" + (SELECT {sizes[1]} FROM {value} v WHERE v.thread_id = {thread})"
+        f" + (SELECT {sizes[2]} FROM {write} w JOIN {checkpoint} c ON c.id = w.checkpoint_id"
+        f" WHERE c.thread_id = {thread})"
+    )
+
+
+def _storage_bytes(thread_id: str) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(query, [thread_id] * 3)
+        cursor.execute(f"SELECT {storage_sql('%s')}", [thread_id] * 3)
         return int(cursor.fetchone()[0])
-
-
-def _payload_bytes(thread_id: str) -> int:
-    """An estimate where the database cannot say: the bytes of the stored columns."""
-    checkpoints = Checkpoint.objects.filter(thread_id=thread_id)
-    values = StoredValue.objects.filter(thread_id=thread_id)
-    writes = PendingWrite.objects.filter(checkpoint__thread_id=thread_id)
-    # Keys, thread ids and row headers: a fixed estimate per row.
-    rows = 80 * values.count() + 160 * checkpoints.count() + 80 * writes.count()
-    payload = _sum(values, Length("data")) + _sum(checkpoints, Length("refs")) + _sum(writes, Length("data"))
-    return rows + payload
-
-
-def _sum(rows: models.QuerySet[Any], expression: Any) -> int:
-    return int(rows.aggregate(total=Coalesce(Sum(expression), 0))["total"])
 
 
 def _reseal_data(model: type[StoredValue | PendingWrite | StoreItem], batch_size: int) -> int:
