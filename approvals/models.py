@@ -140,6 +140,9 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["status", "queue", "created_at"]),
             models.Index(fields=["status", "expires_at"]),
             models.Index(fields=["status", "claim_active_at"]),
+            # The model's order: the admin's list, the API's decided lists (newest first) and the
+            # policy preview's recent requests read it from either end (each was a full scan and sort).
+            models.Index(fields=["created_at", "id"], name="request_created_order"),
         ]
         permissions = [("decide_approvalrequest", "Can decide approval requests")]
 
