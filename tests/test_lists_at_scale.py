@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from agents.runtime import RESULT_PREFIX
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.tokens import do_create_token
-from approvals.models import ApprovalRequest, ApprovalStatus, Queue
+from approvals.models import ApprovalRequest, ApprovalStatus, Queue, Signoff
 from checkpoints.backends import get_backend
 from checkpoints.models import Thread
 from tests.factories import make_gate, make_user
@@ -254,3 +254,23 @@ def test_a_request_in_a_queue_the_reviewer_cannot_see_is_no_place_to_page_from()
     assert answer.status_code == 400 and answer.json()["errors"] == {
         "before": f"Approval request {hidden[1].pk} does not exist."
     }
+
+
+def test_the_api_lists_two_person_requests_in_queries_that_do_not_grow_with_its_rows() -> None:
+    ada = make_user("ada", "admin")
+    client = api(ada)
+
+    def signed_once(count: int, start: int) -> None:
+        made = requests_raised(count, status=ApprovalStatus.PENDING, start=start)
+        ApprovalRequest.objects.filter(pk__in=[r.pk for r in made]).update(required_approvals=2)
+        Signoff.objects.bulk_create(Signoff(request=r, reviewer=ada) for r in made)
+
+    def listed() -> Any:
+        rows = client.get("/api/approvals").json()
+        assert {tuple(row["approvals"]) for row in rows} == {("ada",)}
+        return rows
+
+    signed_once(3, start=0)
+    few = queries(listed)
+    signed_once(3, start=10)
+    assert queries(listed) == few  # one for each row's signoffs before

@@ -5,6 +5,7 @@ import hashlib
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Prefetch
 
 from approvals import events
 from approvals.actions.audit import audit_request
@@ -26,9 +27,15 @@ def needs_signoffs(request_: ApprovalRequest) -> bool:
     return request_.required_approvals > 1 or bool(request_.required_groups)
 
 
+SIGNOFFS = Prefetch("signoffs", queryset=Signoff.objects.select_related("reviewer"))
+"""For a list of requests: their signoffs and reviewers in one query (signoff_names reads it)."""
+
+
 def signoff_names(request_: ApprovalRequest) -> list[str]:
-    """Who approved so far, in order."""
-    return [s.reviewer.get_username() for s in request_.signoffs.select_related("reviewer")]
+    """Who approved so far, in order: from a list's SIGNOFFS prefetch, else in one query."""
+    prefetched = "signoffs" in getattr(request_, "_prefetched_objects_cache", {})
+    signoffs = request_.signoffs.all() if prefetched else request_.signoffs.select_related("reviewer")
+    return [s.reviewer.get_username() for s in signoffs]
 
 
 def describe_signoffs(request_: ApprovalRequest) -> str:

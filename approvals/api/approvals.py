@@ -12,7 +12,7 @@ from approvals.access import Access
 from approvals.actions.claims import do_claim_op
 from approvals.actions.decisions import access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed
-from approvals.actions.signoffs import args_mark
+from approvals.actions.signoffs import SIGNOFFS, args_mark
 from approvals.actions.undo import do_undo
 from approvals.api.base import Error
 from approvals.api.schemas import ApprovalOut, ClaimIn, DecisionIn
@@ -51,7 +51,8 @@ def list_approvals(
             return Status(400, {"detail": detail, "errors": {field: detail}})
         rows = _raised(rows, before=field == "before", at=raised, id_=id_)
     order = ("created_at", "id") if status == ApprovalStatus.PENDING else ("-created_at", "-id")
-    page = rows.select_related("decided_by", "claimed_by").order_by(*order)[: max(1, min(limit, PAGE))]
+    rows = rows.select_related("decided_by", "claimed_by").prefetch_related(SIGNOFFS)
+    page = rows.order_by(*order)[: max(1, min(limit, PAGE))]
     return [ApprovalOut.from_request(r) for r in page]
 
 
