@@ -45,7 +45,7 @@ def test_at_its_deadline_an_open_page_says_it_expired_and_the_sweeps_escalation_
     make_user("rita", "reviewer")
     request_ = off_loop(make_gate)
     ApprovalRequest.objects.filter(pk=request_.pk).update(
-        expires_at=timezone.now() + timedelta(seconds=4), expiry_action="escalate", escalate_to="supervisors"
+        expires_at=timezone.now() + timedelta(seconds=8), expiry_action="escalate", escalate_to="supervisors"
     )
     log_in(page, live_server_url, "rita")
     open_live(page, f"{live_server_url}/approvals/{request_.pk}/")
