@@ -174,3 +174,26 @@ def edited_calls(messages: list[dict[str, Any]], decisions: dict[str, HumanDecis
         ]
         rewritten.append({**message, "tool_calls": calls})
     return rewritten
+
+
+def dropped_fields(given: Any, kept: Any, *, path: tuple[str, ...] = ()) -> dict[str, str]:
+    """The keys of `given` (arguments as a reviewer sent them) that validation dropped from `kept`
+    (their validated dump, by alias), each with a sentence: a nested model ignores unknown keys,
+    so a misspelt field of an edit would otherwise vanish, the tool running without the change."""
+    if isinstance(given, list) and isinstance(kept, list) and len(given) == len(kept):
+        return {
+            where: text
+            for i, (g, k) in enumerate(zip(given, kept, strict=True))
+            for where, text in dropped_fields(g, k, path=(*path, str(i))).items()
+        }
+    if not (isinstance(given, dict) and isinstance(kept, dict)):
+        return {}
+    dropped: dict[str, str] = {}
+    for key, value in given.items():
+        where = (*path, str(key))
+        if key not in kept:
+            of = f" of {path[-1].replace('_', ' ')}" if path else ""
+            dropped[".".join(where)] = f"{str(key).replace('_', ' ').capitalize()} is not a field{of}"
+        else:
+            dropped |= dropped_fields(value, kept[key], path=where)
+    return dropped

@@ -28,6 +28,7 @@ reach the model as the SDK's users expect.
 """
 
 import asyncio
+import importlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -44,15 +45,17 @@ from agents.adapters.base import (
     GatehouseDeps,
     RuntimeErrors,
     SegmentState,
+    dropped_fields,
     edited_calls,
 )
-from agents.adapters.openai_sdk import ModelProvider, function_schema, sdk
+from agents.adapters.openai_sdk import NAME, ModelProvider, function_schema, sdk
 from agents.gates import HumanDecision
 from agents.graph import Gate, Step, StepContext
 from agents.prebuilt import rejection_text
 from agents.state import new_message_id
 from agents.tools import Decision, ToolArgumentsError, plain_errors
 
+DEFAULT_MAX_TURNS: int = importlib.import_module(f"{NAME}.run_config").DEFAULT_MAX_TURNS  # Runner.run's
 STATE_FORMAT = "openai-agents/0.24"  # run_state: RunState.to_json; history: to_input_list()
 _WRAPPED = "__agents_function_tool_wrapped_callable__"  # where function_tool keeps the function
 
@@ -90,6 +93,12 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
 
     state_type = OpenAIAgentsState
 
+    def __init__(self, *, max_turns: int | None = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
+        """`max_turns` is `Runner.run`'s (None: no limit), for every segment of a run: a run
+        resumed after its approvals keeps counting its turns."""
+        super().__init__(**kwargs)
+        self.max_turns = max_turns
+
     edit_note = (
         "An OpenAI Agents SDK thread: the SDK's run state and input items are what the model "
         "reads and cannot be edited here; the conversation shown is drawn from them. Decide a "
@@ -113,6 +122,8 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             validated = model.model_validate(args if args is not None else {})
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(action, plain_errors(None, exc)) from exc
+        if dropped := dropped_fields(args, validated.model_dump(mode="json", by_alias=True)):
+            raise ToolArgumentsError(action, dropped)
         return validated.model_dump(mode="json")
 
     def definition_errors(self) -> list[str]:
@@ -130,6 +141,13 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
                 errors.append(f"tool {tool.name!r} needs approval: name it in gates, with its queue")
         if self.agent.handoffs:
             errors.append("handoffs are not supported: a segment runs one agent")
+        if self.max_turns is not None and not (isinstance(self.max_turns, int) and self.max_turns > 0):
+            errors.append(f"max_turns is {self.max_turns!r}: give a number of turns over 0, or None")
+        for tool, inner, gated in _gated_in_agent_tools(self.agent):
+            errors.append(
+                f"tool {tool!r} runs agent {inner!r}, whose tool {gated!r} needs approval: a call "
+                "inside an agent used as a tool cannot be gated; give that tool to this agent"
+            )
         return errors
 
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
@@ -217,7 +235,9 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
                     *state.history,
                     *([{"role": "user", "content": state.prompt}] if state.prompt else []),
                 ]
-            result = await sdk.Runner.run(self.agent, todo, context=deps, run_config=config)
+            result = await sdk.Runner.run(
+                self.agent, todo, context=deps, run_config=config, max_turns=self.max_turns
+            )
             waiting = (
                 result.to_state().to_json(context_serializer=_no_context) if result.interruptions else None
             )
@@ -242,6 +262,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         # A stored state is a document anyone with an import or an old checkpoint may have
         # written: the SDK runs a call it finds approved there, so only Gatehouse's decisions count.
         run_state._context._approvals.clear()
+        run_state._max_turns = self.max_turns  # the agent's limit, not one a stored state sets
         for item in run_state.get_interruptions():
             decided = decisions.get(item.raw_item.call_id)
             if decided is None:
@@ -253,6 +274,25 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             else:
                 run_state.reject(item, rejection_message=rejection_text(decided))
         return run_state
+
+
+def _gated_in_agent_tools(agent: Any, seen: frozenset[int] = frozenset()) -> list[tuple[str, str, str]]:
+    """(tool, its agent, that agent's tool) for each tool needing approval inside an agent the
+    SDK runs as a tool (`Agent.as_tool`), nested ones included: the SDK stops the outer run at
+    them, but their calls are no tool of this agent."""
+    found = []
+    for tool in agent.tools:
+        inner = getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
+        if inner is None or id(inner) in seen:
+            continue
+        found += [
+            (tool.name, inner.name, t.name)
+            for t in inner.tools
+            if getattr(t, "needs_approval", False) is not False
+        ]
+        deeper = _gated_in_agent_tools(inner, seen | {id(agent), id(inner)})
+        found += [(tool.name, inner_agent, gated) for _, inner_agent, gated in deeper]
+    return found
 
 
 _APPROVAL_RECORDS = ("approvals", "hosted_mcp_approvals", "function_tool_approvals")

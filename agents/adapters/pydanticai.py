@@ -36,6 +36,7 @@ from agents.adapters.base import (
     GatedToolsAgent,
     GatehouseDeps,
     SegmentState,
+    dropped_fields,
     edited_calls,
 )
 from agents.gates import HumanDecision
@@ -106,20 +107,34 @@ class PydanticAIAgent(GatedToolsAgent):
         tool = self._tool(action)
         if tool is None:
             raise ToolArgumentsError(action, {"__all__": f"the tool {action!r} no longer exists"})
+        schema = tool.function_schema
         try:
-            validated = tool.function_schema.validator.validate_python(args if args is not None else {})
+            validated = schema.validator.validate_python(args if args is not None else {})
         except pydantic.ValidationError as exc:
             raise ToolArgumentsError(action, plain_errors(None, exc)) from exc
-        return pydantic.TypeAdapter(dict[str, Any]).dump_python(validated, mode="json")
+        if schema.single_arg_name is not None:
+            # A tool of one model argument is offered (and called) with that model's fields: the
+            # validator wraps them as {name: model}; reviewers see and edit the fields themselves.
+            validated = validated[schema.single_arg_name]
+        dump = pydantic.TypeAdapter(Any).dump_python
+        if dropped := dropped_fields(args, dump(validated, mode="json", by_alias=True)):
+            raise ToolArgumentsError(action, dropped)
+        return dump(validated, mode="json")
 
     def definition_errors(self) -> list[str]:
         errors = super().definition_errors()
         for action in self.gates:
             tool = self._tool(action)
             if tool is None:
-                errors.append(f"gate {action!r} names no tool of the pydantic-ai agent")
+                errors.append(
+                    f"gate {action!r} names no tool of the pydantic-ai agent (a gated tool is the "
+                    "agent's own, @agent.tool or Agent(tools=...), not a toolset's)"
+                )
             elif not tool.requires_approval:
                 errors.append(f"tool {action!r} is gated here: declare it requires_approval=True")
+        for name, tool in self.agent._function_toolset.tools.items():
+            if tool.requires_approval and name not in self.gates:
+                errors.append(f"tool {name!r} requires approval: name it in gates, with its queue")
         output = self.agent.output_type
         if DeferredToolRequests not in (output if isinstance(output, list | tuple) else [output]):
             errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
@@ -246,6 +261,12 @@ class PydanticAIAgent(GatedToolsAgent):
         if isinstance(result.output, DeferredToolRequests):
             if result.output.calls:
                 raise RuntimeError("external (deferred) tool calls are not supported; gate them instead")
+            if ungated := sorted({c.tool_name for c in result.output.approvals} - self.gates.keys()):
+                # Without a gate nobody is asked: the run would wait on them for ever.
+                raise RuntimeError(
+                    f"tools {ungated} asked for approval (ApprovalRequired) but have no gate: "
+                    "declare them requires_approval=True and name them in gates"
+                )
             return Step(
                 update=update,
                 goto=NODE,
@@ -253,6 +274,10 @@ class PydanticAIAgent(GatedToolsAgent):
                 resumed=bool(ctx.decisions),
                 metadata=meta,
             )
+        if not isinstance(result.output, str):
+            # A structured output ends the run through an output tool: say it, as the answer.
+            answer = pydantic.TypeAdapter(Any).dump_json(result.output).decode()
+            update["messages"].append({"id": new_message_id(), "role": "assistant", "content": answer})
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
 
 

@@ -30,6 +30,7 @@ ASK_RECIPIENT = (
     "and what the email is about."
 )
 DEFAULT_TOPIC = "our conversation"
+OUTPUT_TOOL = "final_result"  # pydantic-ai's tool for a structured output
 SIGN_OFF = "— The Gatehouse team"
 
 ORDER_ID = re.compile(r"\bORD-\d+\b", re.IGNORECASE)
@@ -70,11 +71,42 @@ def reply(messages: list[Message], tools: list[Message] | None) -> Message:
     messages = [m for m in messages or [] if isinstance(m, dict)]
     names = tool_names(tools)
     if {"lookup_order", "issue_refund"} <= names:
-        return refunds_reply(messages)
+        return as_output(messages, refunds_reply(messages), tools)
     if "send_email" in names:
         return outreach_reply(messages)
     received = current_turn(messages).user_text[:200] or "(an empty message)"
     return text_message(f"(offline model) I received: {received}")
+
+
+def as_output(messages: list[Message], message: Message, tools: list[Message] | None) -> Message:
+    """A text reply as a call of pydantic-ai's output tool when one is on offer (an agent whose
+    output_type is a model), its text in the output's first text field."""
+    offered = [t.get("function") for t in tools or [] if isinstance(t, dict)]
+    output = next((f for f in offered if isinstance(f, dict) and f.get("name") == OUTPUT_TOOL), None)
+    if output is None or message.get("tool_calls"):
+        return message
+    text = first_text_field(output.get("parameters"))
+    return tool_calls_message(messages, [(OUTPUT_TOOL, {text: message["content"]})]) if text else message
+
+
+def as_json_output(message: Message, response_format: Any) -> Message:
+    """A text reply as the JSON a `json_schema` response format asks for (the OpenAI Agents SDK's
+    output_type), its text in the schema's first text field."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return message
+    if message.get("tool_calls") or not isinstance(message.get("content"), str):
+        return message
+    described = response_format.get("json_schema")
+    text = first_text_field(described.get("schema") if isinstance(described, dict) else None)
+    return {**message, "content": json.dumps({text: message["content"]})} if text else message
+
+
+def first_text_field(schema: Any) -> str | None:
+    """The first string property of an object's JSON schema (None if it has none)."""
+    fields = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(fields, dict):
+        return None
+    return next((k for k, v in fields.items() if isinstance(v, dict) and v.get("type") == "string"), None)
 
 
 # --- The refunds agent ---------------------------------------------------------------------

@@ -66,6 +66,7 @@ async def chat_completions(scope: Scope, receive: Receive, send: Send) -> None:
     if delay_ms > 0:
         await asyncio.sleep(delay_ms / 1000)  # a slow (simulated) model holds up no other request
     message = rules.reply(body["messages"], body.get("tools") or [])
+    message = rules.as_json_output(message, body.get("response_format"))
     model = body.get("model")
     model = model if isinstance(model, str) else DEFAULT_MODEL
     await send_json(send, completion(message, model=model, messages=body["messages"]), status=200)
