@@ -73,3 +73,33 @@
     });
   });
 })();
+
+// A swap or a push that replaces the focused control (Approve, Claim) drops the focus to <body>,
+// and keyboard and screen-reader users would start again from the top: put it on the new content's
+// counterpart (the same shortcut's button), else its outcome (a status), else the content itself.
+// Only focus that is already lost moves: a push never takes the focus from where it is.
+(function () {
+  var held = null;  // the focused element and its nearest ancestor with an id (what a swap replaces)
+  document.addEventListener("focusin", function (event) {
+    var el = event.target;
+    var root = el.parentElement && el.parentElement.closest("[id]");
+    held = root ? { el: el, id: root.id, key: (el.dataset && el.dataset.key) || "" } : null;
+  });
+  function shown(root, selector) {
+    return Array.prototype.find.call(root.querySelectorAll(selector), function (el) { return el.getClientRects().length > 0; });
+  }
+  function recover() {
+    var from = held;
+    if (!from || from.el.isConnected || (document.activeElement && document.activeElement !== document.body)) return;
+    held = null;
+    var root = document.getElementById(from.id);
+    if (!root) return;
+    var to = shown(root, '[aria-invalid="true"]') || (from.key && shown(root, '[data-key="' + from.key + '"]')) ||
+      shown(root, "[role=status], [role=alert]") || root;
+    if (!to.matches("a[href], button, input, select, textarea, summary")) to.setAttribute("tabindex", "-1");
+    to.focus({ preventScroll: true });
+  }
+  ["htmx:afterSwap", "htmx:oobAfterSwap", "htmx:wsAfterMessage"].forEach(function (name) {
+    document.addEventListener(name, recover);
+  });
+})();

@@ -12,12 +12,16 @@
 
   // The selection is an attribute, not a class: htmx's settle step restores the classes of swapped
   // elements, which would drop it after a live update.
-  function select(row) {
+  // `focus`: also move the focus to the row's link, so a screen reader reads the row the keys moved
+  // to and the focus ring shows it (a live update's re-selection never moves the focus).
+  function select(row, focus) {
     rows().forEach(function (r) { r.removeAttribute("aria-current"); });
     if (!row) { selectedId = null; return; }
     row.setAttribute("aria-current", "true");
     selectedId = row.id;
     row.scrollIntoView({ block: "nearest" });
+    var link = row.querySelector(".row-link");
+    if (focus && link) link.focus({ preventScroll: true });
   }
 
   function move(step) {
@@ -25,7 +29,7 @@
     if (!all.length) return;
     var at = all.findIndex(function (r) { return r.id === selectedId; });
     var next = at < 0 ? (step > 0 ? 0 : all.length - 1) : Math.min(Math.max(at + step, 0), all.length - 1);
-    select(all[next]);
+    select(all[next], true);
   }
 
   function current() { return selectedId ? document.getElementById(selectedId) : null; }
@@ -39,8 +43,8 @@
     if (!from || from.id !== approved.id || selectedId !== approved.id) return;  // moved on meanwhile
     var all = rows();
     var at = all.findIndex(function (r) { return r.id === approved.id; });
-    if (at >= 0) select(all[at + 1] || all[at - 1] || null);
-    else select(all[Math.min(from.at, all.length - 1)] || null);  // the live update removed it first
+    if (at >= 0) select(all[at + 1] || all[at - 1] || null, true);
+    else select(all[Math.min(from.at, all.length - 1)] || null, true);  // the live update removed it first
   }
 
   function click(selector, scope) {
@@ -67,23 +71,37 @@
     catch (e) { return ""; }
   }
 
-  // A consequential action asks first: a dialog whose confirm button has the focus (Enter).
+  // A consequential action asks first: a modal dialog whose confirm button has the focus (Enter).
+  // Tab cycles inside it; closing it returns the focus to where it was.
   function confirmed(what, then) {
+    var back = document.activeElement;
     var dialog = document.createElement("dialog");
     dialog.className = "confirm-approve";
     dialog.setAttribute("aria-label", "Confirm approval");
     var text = document.createElement("p");
     text.textContent = "Approve " + what + "? This action is marked consequential.";
+    text.id = "confirm-approve-text";
+    dialog.setAttribute("aria-describedby", text.id);  // read out with the dialog: what is approved
     var yes = document.createElement("button");
     yes.className = "btn approve"; yes.textContent = "Approve"; yes.dataset.confirm = "yes";
     var no = document.createElement("button");
     no.className = "btn subtle"; no.textContent = "Cancel";
     dialog.append(text, yes, no);
     document.body.appendChild(dialog);
-    function close() { dialog.close(); dialog.remove(); }
+    function restore() {
+      var row = current();
+      var to = back && back.isConnected && back !== document.body ? back : row && row.querySelector(".row-link");
+      if (to) to.focus({ preventScroll: true });
+    }
+    function close() { dialog.close(); dialog.remove(); restore(); }
     yes.addEventListener("click", function () { close(); then(); });
     no.addEventListener("click", close);
-    dialog.addEventListener("cancel", function () { dialog.remove(); });
+    dialog.addEventListener("cancel", function () { dialog.remove(); restore(); });
+    dialog.addEventListener("keydown", function (event) {
+      if (event.key !== "Tab") return;
+      var edge = event.shiftKey ? yes : no;
+      if (document.activeElement === edge) { event.preventDefault(); (event.shiftKey ? no : yes).focus(); }
+    });
     dialog.showModal();
     yes.focus();
   }
@@ -214,9 +232,24 @@
     if (row || !approving || approving.id !== selectedId) select(row);
   });
 
-  // Filters apply as soon as they change (the form still has a button without JavaScript).
-  document.addEventListener("change", function (event) {
+  // Filters apply as soon as they change (the form still has a button without JavaScript). Arrow
+  // keys change a closed select one option at a time: from the keyboard the choice applies on
+  // Enter or on leaving the field, not at the first option passed on the way (WCAG 3.2.2).
+  var arrowed = null;
+  document.addEventListener("keydown", function (event) {
     var form = event.target.closest && event.target.closest("form[data-autosubmit]");
-    if (form) form.submit();
+    if (!form) return;
+    if (/^(Arrow|Page|Home|End)/.test(event.key) || event.key.length === 1) arrowed = event.target;
+    else if (event.key === "Enter" && event.target.dataset.changed) { event.preventDefault(); form.submit(); }
+  }, true);
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    var form = field.closest && field.closest("form[data-autosubmit]");
+    if (!form) return;
+    if (field !== arrowed) { form.submit(); return; }
+    if (field.dataset.changed) return;
+    field.dataset.changed = "1";
+    field.addEventListener("blur", function () { form.submit(); }, { once: true });
   });
+  document.addEventListener("mousedown", function () { arrowed = null; }, true);
 })();

@@ -79,3 +79,36 @@
     if (found && found[1] === root.dataset.fingerprint) event.preventDefault();
   });
 })();
+
+// What a push changes is read out from the page's polite live region (_announce.html), never by moving
+// the focus: a new inbox row, and a decision someone else made on the request this page shows.
+(function () {
+  "use strict";
+  var before = null;
+
+  function say(text) {
+    var region = document.querySelector("[data-announce]");
+    if (region && text) region.textContent = text;
+  }
+
+  function snapshot() {
+    return {
+      rows: Array.prototype.map.call(document.querySelectorAll("#inbox-list .inbox-row"), function (r) { return r.id; }),
+      closed: !!document.querySelector("[data-decision] .panel .closed"),
+    };
+  }
+
+  document.addEventListener("htmx:wsBeforeMessage", function () { before = snapshot(); });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (!before) return;
+    var was = before;
+    before = null;
+    var added = Array.prototype.filter.call(document.querySelectorAll("#inbox-list .inbox-row"), function (r) {
+      return was.rows.indexOf(r.id) < 0;
+    });
+    if (added.length === 1) say("New request: " + added[0].querySelector(".row-link").textContent.trim());
+    else if (added.length > 1) say(added.length + " new requests");
+    var closed = document.querySelector("[data-decision] .panel .closed strong");
+    if (closed && !was.closed) say(closed.textContent.trim());
+  });
+})();
