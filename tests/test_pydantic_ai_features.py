@@ -14,9 +14,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from agents.adapters.pydanticai import GatehouseDeps, PydanticAIAgent
 from agents.checks import check_agents
 from agents.gates import HumanDecision
-from agents.graph import Step, StepContext
+from agents.graph import Step
 from agents.registry import registry
-from agents.tools import Approval, Decision, ToolArgumentsError
+from agents.tools import Approval, Decision
+from tests.segments import Note, edit_the_note, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,13 +40,6 @@ def refunds_agent(url: str) -> Agent[GatehouseDeps, Any]:
         return {"order_id": order_id, "total_cents": 4250}
 
     return agent
-
-
-def run(agent: PydanticAIAgent, state: Any, decisions: dict[str, HumanDecision] | None = None) -> Step:
-    ctx = StepContext(
-        thread_id="t", checkpoint_id="c", decisions=decisions or {}, run_once=lambda _, fn: fn()
-    )
-    return agent.run_segment(state, ctx)
 
 
 def then(agent: PydanticAIAgent, state: Any, step: Step) -> Any:
@@ -130,11 +124,6 @@ def test_a_tool_requiring_approval_without_a_gate_fails_the_checks(live_server_u
     ]
 
 
-class Note(BaseModel):
-    text: str
-    tags: list[str] = []
-
-
 def test_an_edit_of_a_nested_model_argument_reaches_the_tool_validated_and_a_misspelt_field_is_refused(
     live_server_url: str,
 ) -> None:
@@ -150,17 +139,7 @@ def test_an_edit_of_a_nested_model_argument_reaches_the_tool_validated_and_a_mis
 
     agent = PydanticAIAgent(name="noted", agent=support, gates={"issue_refund": APPROVAL})
     state = agent.state.model_validate(agent.input_update("Please refund order ORD-1001"))
-    waiting = run(agent, state)
-    [gate] = waiting.gates
-
-    misspelt = {"order_id": "ORD-1001", "amount_cents": 4250, "note": {"text": "goodwill", "tgas": ["vip"]}}
-    with pytest.raises(ToolArgumentsError) as refused:  # the decision endpoint's 400
-        agent.validate_edit("issue_refund", misspelt)
-    assert refused.value.errors == {"note.tgas": "Tgas is not a field of note"}  # before: dropped, approved
-    edit = agent.validate_edit("issue_refund", {**misspelt, "note": {"text": "goodwill", "tags": ["vip"]}})
-
-    decided = {gate.key: HumanDecision(kind=Decision.EDIT, reviewer="ada", args=edit)}
-    done = run(agent, then(agent, state, waiting), decided)
+    done = edit_the_note(agent, state, then=then)
 
     assert done.goto is None
     assert issued == [("t", "ORD-1001", 4250, Note(text="goodwill", tags=["vip"]))]

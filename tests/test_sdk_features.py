@@ -12,9 +12,10 @@ from agents.adapters.openai_agents_sdk import OpenAIAgentsSDKAgent
 from agents.adapters.openai_sdk import Agent, ToolContext, function_tool, sdk
 from agents.checks import check_agents
 from agents.gates import HumanDecision
-from agents.graph import Step, StepContext
+from agents.graph import Step
 from agents.registry import registry
-from agents.tools import Approval, Decision, ToolArgumentsError
+from agents.tools import Approval, Decision
+from tests.segments import Note, edit_the_note, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,13 +42,6 @@ def issue_refund(ctx: ToolContext, order_id: str, amount_cents: int) -> str:
         return {"status": "issued", "amount_cents": amount_cents, "refund_id": "R-1"}
 
     return json.dumps(ctx.context.run_once(ctx.tool_call_id, issue))
-
-
-def run(agent: Any, state: Any, decisions: dict[str, HumanDecision] | None = None) -> Step:
-    ctx = StepContext(
-        thread_id="t", checkpoint_id="c", decisions=decisions or {}, run_once=lambda _, fn: fn()
-    )
-    return agent.run_segment(state, ctx)
 
 
 def then(agent: Any, state: Any, step: Step) -> Any:
@@ -98,11 +92,6 @@ def test_an_agent_used_as_a_tool_with_a_tool_needing_approval_fails_the_checks(l
     ]
 
 
-class Note(BaseModel):
-    text: str
-    tags: list[str] = []
-
-
 @function_tool(name_override="issue_refund", needs_approval=True)  # what the offline model proposes
 def issue_refund_noted(ctx: ToolContext, order_id: str, amount_cents: int, note: Note | None = None) -> str:
     """Refund an order, with a note for the ledger."""
@@ -117,17 +106,7 @@ def test_an_edit_of_a_nested_model_argument_reaches_the_tool_validated_and_a_mis
     support = Agent(name="support", tools=[lookup_order, issue_refund_noted])
     agent = OpenAIAgentsSDKAgent(name="noted", agent=support, gates={"issue_refund": APPROVAL})
     state = agent.state.model_validate(agent.input_update("Please refund order ORD-1001"))
-    waiting = run(agent, state)
-    [gate] = waiting.gates
-
-    misspelt = {"order_id": "ORD-1001", "amount_cents": 4250, "note": {"text": "goodwill", "tgas": ["vip"]}}
-    with pytest.raises(ToolArgumentsError) as refused:  # the decision endpoint's 400
-        agent.validate_edit("issue_refund", misspelt)
-    assert refused.value.errors == {"note.tgas": "Tgas is not a field of note"}  # before: dropped, approved
-    edit = agent.validate_edit("issue_refund", {**misspelt, "note": {"text": "goodwill", "tags": ["vip"]}})
-
-    decided = {gate.key: HumanDecision(kind=Decision.EDIT, reviewer="ada", args=edit)}
-    done = run(agent, then(agent, state, waiting), decided)
+    done = edit_the_note(agent, state, then=then)
 
     assert done.goto is None
     assert issued == [("ORD-1001", 4250, Note(text="goodwill", tags=["vip"]))]
