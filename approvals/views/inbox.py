@@ -18,7 +18,7 @@ from approvals import decision_page, selectors
 from approvals.access import Access
 from approvals.actions.claims import do_claim_op, do_touch_claim
 from approvals.actions.decisions import ValidDecision, access_request, check_decision, do_decide
-from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
 from approvals.actions.standing import check_standing, do_create_standing, parse_until
 from approvals.actions.undo import do_undo
 from approvals.forms import InboxFilterForm, args_from_post, edit_fields
@@ -61,15 +61,17 @@ def _item_or_404(request: AuthedRequest, pk: int) -> ApprovalRequest:
         raise Http404("No such approval request.") from exc
 
 
-def _moved_away(request: AuthedRequest, *, error: str) -> HttpResponse:
+def _moved_away(request: AuthedRequest, *, error: str, gone: bool = False) -> HttpResponse:
     """After an action on a request escalated meanwhile to a queue the user cannot see (the
-    action refused it for that): a 403 saying why; to htmx, the inbox with the reason, since a
-    page in place of a fragment would land inside the page."""
+    action refused it for that): a 403 saying why. After one on a request whose thread was
+    deleted meanwhile (`gone`: the action's 409), or to htmx (a page in place of a fragment
+    would land inside the page): the inbox, with the reason."""
     message = error or "This request moved to a queue you cannot see."
-    if request.htmx:
-        messages.error(request, message)
-        return HttpResponseClientRedirect(reverse("approvals:inbox"))
-    raise PermissionDenied(message)
+    if not (request.htmx or gone):
+        raise PermissionDenied(message)
+    messages.error(request, message)
+    inbox = reverse("approvals:inbox")
+    return HttpResponseClientRedirect(inbox) if request.htmx else redirect(inbox)
 
 
 @require_http_methods(["GET", "POST"])
@@ -84,7 +86,7 @@ def decision(request: AuthedRequest, pk: int) -> HttpResponse:
         try:
             item = access_request(user=request.user, request_id=pk)
         except ApprovalRequest.DoesNotExist:
-            return _moved_away(request, error=outcome.get("error", ""))
+            return _moved_away(request, error=outcome.get("error", ""), gone=outcome.get("status") == 409)
     else:
         do_touch_claim(item.pk, user=request.user)
     context = {**decision_page.decision_context(item, user=request.user), **outcome}
@@ -145,6 +147,7 @@ def _decide_and_stand(
 def undo(request: AuthedRequest, pk: int) -> HttpResponse:
     """Take back a decision inside its undo window; answer with the decision panel."""
     item = _item_or_404(request, pk)
+    gone = False
     try:
         do_undo(item.pk, user=request.user)
         messages.success(request, "Decision undone: the request is pending again.")
@@ -154,8 +157,11 @@ def undo(request: AuthedRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
     except Conflict as exc:
         messages.error(request, str(exc))
+        gone = isinstance(exc, ThreadDeleted)  # its page went with it: the inbox says why
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    if gone:
+        target = reverse("approvals:inbox")
+    elif not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = reverse("approvals:decision", args=[item.pk])
     # htmx (a panel a push rendered has no CSRF field; htmx sends the header): reload the page.
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
@@ -179,7 +185,7 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
     try:
         item = access_request(user=request.user, request_id=pk)
     except ApprovalRequest.DoesNotExist:
-        return _moved_away(request, error=error)
+        return _moved_away(request, error=error, gone=status == 409)
     if not request.htmx:
         if error:
             messages.error(request, error)
