@@ -17,8 +17,9 @@ from agents.actions import InvalidInput
 from approvals import events
 from approvals.access import Access
 from approvals.actions.audit import audit_request
-from approvals.actions.decisions import describe_closed, expired_message, is_past_expiry, lock_request
+from approvals.actions.decisions import describe_closed, expired_message, is_past_expiry
 from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
+from approvals.actions.locks import lock_request_by_id
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import RequestRoute
 
@@ -36,19 +37,9 @@ def check_may_claim(request_: ApprovalRequest, *, user: AbstractBaseUser) -> Non
         raise NotAllowed(f"You may not work on requests in the {request_.queue!r} queue.")
 
 
-def _lock(request_id: int) -> ApprovalRequest:
-    """Lock the request's thread, then the request, as a decision does: a claim's ledger event
-    names the request, and a thread's deletion that ran beside it failed on that reference
-    (IntegrityError). ThreadDeleted if it was deleted first."""
-    thread_id = ApprovalRequest.objects.filter(pk=request_id).values_list("thread_id", flat=True).first()
-    if thread_id is None:
-        raise ThreadDeleted
-    return lock_request(request_id, thread_id=thread_id)[1]
-
-
 def _locked(request_id: int) -> ApprovalRequest:
     """Lock the request (and its thread); every permission and state check below reads this row."""
-    request_ = _lock(request_id)
+    request_ = lock_request_by_id(request_id)[1]
     if not request_.is_pending:
         raise ClaimConflict(describe_closed(request_))
     return request_
@@ -159,7 +150,7 @@ def do_release_idle_claims(*, now: datetime | None = None, limit: int = 500) -> 
 def _release_if_idle(request_id: int, *, cutoff: datetime) -> bool:
     with transaction.atomic():
         try:
-            request_ = _lock(request_id)
+            request_ = lock_request_by_id(request_id)[1]
         except ThreadDeleted:
             return False  # deleted since the query, with its claim
         active = request_.claim_active_at

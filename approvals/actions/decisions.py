@@ -14,14 +14,13 @@ from agents.tools import Decision, ToolArgumentsError
 from approvals import events, rows
 from approvals.access import Access
 from approvals.actions.audit import appended_last, audit_request
-from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.locks import lock_request
 from approvals.actions.signoffs import args_mark, check_args_seen, do_signoff, needs_signoffs
 from approvals.actions.undo import do_schedule_effect, do_take_effect_now, undo_deadline
 from approvals.models import ApprovalRequest, ApprovalStatus, ExpiryAction, PolicyAction
 from approvals.policies import Rule
 from approvals.selectors import RequestRoute
-from checkpoints.backends import get_backend
-from checkpoints.backends.base import ThreadData, ThreadNotFound
 
 __all__ = [
     "DecisionConflict",
@@ -105,20 +104,6 @@ def access_request(*, user: AbstractBaseUser, request_id: int) -> ApprovalReques
     if request_ is None or not Access.of(user).can_see_queue(request_.queue):
         raise ApprovalRequest.DoesNotExist
     return request_
-
-
-def lock_request(request_id: int, *, thread_id: str) -> tuple[ThreadData, ApprovalRequest]:
-    """Lock the request's thread (a request never changes thread), then the request (the lock
-    order everywhere), and return both as they are now: permissions and state are checked on
-    these rows, never on earlier reads. ThreadDeleted if an admin deleted the thread meanwhile."""
-    try:
-        thread = get_backend().lock_thread(thread_id=thread_id)
-    except ThreadNotFound as exc:  # deleted after the caller read the request: a lost race, no 500
-        raise ThreadDeleted from exc
-    request_ = rows.request_with(request_id, related=("decided_by", "claimed_by"), lock=True)
-    if request_ is None:
-        raise ThreadDeleted
-    return thread, request_
 
 
 def check_may_decide(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:

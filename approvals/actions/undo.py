@@ -21,7 +21,8 @@ from agents.tools import Decision
 from approvals import events
 from approvals.access import Access
 from approvals.actions.audit import audit_request, request_facts
-from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
+from approvals.actions.errors import Conflict, NotAllowed
+from approvals.actions.locks import lock_request_by_id
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus
 from approvals.selectors import RequestRoute
 from checkpoints.backends import get_backend
@@ -126,7 +127,7 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
     """Return a decided request to pending, claimed by the user, while its undo window is open;
     audit it."""
     with transaction.atomic():
-        request_ = _lock_request(request_id)
+        request_ = lock_request_by_id(request_id)[1]
         if (
             request_.status not in DECIDED
             or request_.undo_until is None
@@ -154,27 +155,6 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         routes = [RequestRoute.of(request_)]
         events.on_commit(lambda: events.send_requests_opened(requests=routes))
         events.on_commit(lambda: events.send_requests_closed(requests=routes))  # re-render its page
-    return request_
-
-
-def _lock_request(request_id: int) -> ApprovalRequest:
-    """Lock the request's thread, then the request (decisions.lock_request's order; it imports
-    this module). ThreadDeleted if an admin deleted the thread meanwhile: a 409, not a 500."""
-    thread_id = ApprovalRequest.objects.filter(pk=request_id).values_list("thread_id", flat=True).first()
-    if thread_id is None:
-        raise ThreadDeleted  # the request went with its thread
-    try:
-        get_backend().lock_thread(thread_id=thread_id)
-    except ThreadNotFound as exc:
-        raise ThreadDeleted from exc
-    request_ = (
-        ApprovalRequest.objects.select_for_update(of=("self",))
-        .select_related("decided_by")
-        .filter(pk=request_id)
-        .first()
-    )
-    if request_ is None:
-        raise ThreadDeleted
     return request_
 
 
