@@ -1,6 +1,6 @@
 """A framework agent's segments run directly (no worker, no checkpoint): `run_segment` through
-the framework's real classes against the offline model, and the nested-edit scenario both
-adapters must pass."""
+the framework's real classes against the offline model, the nested-edit scenario both adapters
+must pass, and what `manage.py check` says of an agent."""
 
 from collections.abc import Callable
 from typing import Any
@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from agents.checks import check_agents
 from agents.gates import HumanDecision
 from agents.graph import Step, StepContext
+from agents.registry import registry
 from agents.tools import Decision, ToolArgumentsError
 
 
@@ -38,3 +40,12 @@ def edit_the_note(agent: Any, state: Any, *, then: Callable[[Any, Any, Step], An
     edit = agent.validate_edit("issue_refund", {**misspelt, "note": {"text": "goodwill", "tags": ["vip"]}})
     decided = {gate.key: HumanDecision(kind=Decision.EDIT, reviewer="ada", args=edit)}
     return run(agent, then(agent, state, waiting), decided)
+
+
+def check_problems(agent: Any) -> list[str]:
+    """What `manage.py check` reports with `agent` registered (unregistered after)."""
+    registry.register(agent)
+    try:
+        return [m.msg for m in check_agents()]
+    finally:
+        registry.unregister(agent.name)

@@ -12,12 +12,10 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from agents.adapters.pydanticai import GatehouseDeps, PydanticAIAgent
-from agents.checks import check_agents
 from agents.gates import HumanDecision
 from agents.graph import Step
-from agents.registry import registry
 from agents.tools import Approval, Decision
-from tests.segments import Note, edit_the_note, run
+from tests.segments import Note, check_problems, edit_the_note, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,11 +110,9 @@ def test_a_tool_requiring_approval_without_a_gate_fails_the_checks(live_server_u
     def issue_refund(order_id: str, amount_cents: int) -> str:
         return "issued"
 
-    registry.register(PydanticAIAgent(name="pai_ungated", agent=support, gates={}))
-    try:
-        problems = [m.msg for m in check_agents()]  # what manage.py check reports
-    finally:
-        registry.unregister("pai_ungated")
+    problems = check_problems(
+        PydanticAIAgent(name="pai_ungated", agent=support, gates={})
+    )  # what manage.py check reports
 
     # Before, it registered; its first run waited on a call nobody was asked about.
     assert problems == [

@@ -10,12 +10,10 @@ from pydantic import BaseModel
 
 from agents.adapters.openai_agents_sdk import OpenAIAgentsSDKAgent
 from agents.adapters.openai_sdk import Agent, ToolContext, function_tool, sdk
-from agents.checks import check_agents
 from agents.gates import HumanDecision
 from agents.graph import Step
-from agents.registry import registry
 from agents.tools import Approval, Decision
-from tests.segments import Note, edit_the_note, run
+from tests.segments import Note, check_problems, edit_the_note, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,11 +77,9 @@ def test_two_parallel_calls_of_a_gated_tool_are_two_gates_decided_apart(live_ser
 def test_an_agent_used_as_a_tool_with_a_tool_needing_approval_fails_the_checks(live_server_url: str) -> None:
     refunder = Agent(name="refunder", tools=[lookup_order, issue_refund])
     triage = Agent(name="triage", tools=[refunder.as_tool(tool_name="refunds", tool_description="Refunds.")])
-    registry.register(OpenAIAgentsSDKAgent(name="sdk_as_tool", agent=triage, gates={}))
-    try:
-        problems = [m.msg for m in check_agents()]  # what manage.py check reports
-    finally:
-        registry.unregister("sdk_as_tool")
+    problems = check_problems(
+        OpenAIAgentsSDKAgent(name="sdk_as_tool", agent=triage, gates={})
+    )  # what manage.py check reports
 
     # Before, it registered; its first run stopped at a call no gate asks about, mid-run.
     assert problems == [
