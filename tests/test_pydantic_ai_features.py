@@ -110,9 +110,7 @@ def test_a_tool_requiring_approval_without_a_gate_fails_the_checks(live_server_u
     def issue_refund(order_id: str, amount_cents: int) -> str:
         return "issued"
 
-    problems = check_problems(
-        PydanticAIAgent(name="pai_ungated", agent=support, gates={})
-    )  # what manage.py check reports
+    problems = check_problems(PydanticAIAgent(name="pai_ungated", agent=support, gates={}))
 
     # Before, it registered; its first run waited on a call nobody was asked about.
     assert problems == [

@@ -77,9 +77,7 @@ def test_two_parallel_calls_of_a_gated_tool_are_two_gates_decided_apart(live_ser
 def test_an_agent_used_as_a_tool_with_a_tool_needing_approval_fails_the_checks(live_server_url: str) -> None:
     refunder = Agent(name="refunder", tools=[lookup_order, issue_refund])
     triage = Agent(name="triage", tools=[refunder.as_tool(tool_name="refunds", tool_description="Refunds.")])
-    problems = check_problems(
-        OpenAIAgentsSDKAgent(name="sdk_as_tool", agent=triage, gates={})
-    )  # what manage.py check reports
+    problems = check_problems(OpenAIAgentsSDKAgent(name="sdk_as_tool", agent=triage, gates={}))
 
     # Before, it registered; its first run stopped at a call no gate asks about, mid-run.
     assert problems == [
