@@ -233,6 +233,8 @@ class ThreadConsumer(RejoiningConsumer):
         self.whole_page = query.get("view") == "thread"
         # The page of the history the thread page shows (an older one: ?history_before=).
         self.history_before = query.get("history_before", "")[:64] or None
+        # And the page of the conversation (an earlier one: ?messages_before=), pushed as it is.
+        self.messages_before = query.get("messages_before", "")[:16] or None
         raw = query.get("request", "")
         # ASCII digits only ("²" is a digit int() refuses), and few: a request id fits a bigint.
         whole = raw.isascii() and raw.isdecimal() and len(raw) < 12
@@ -297,14 +299,25 @@ class ThreadConsumer(RejoiningConsumer):
 
     def _render_thread(self) -> str:
         try:
-            context = selectors.thread_context(self.thread_id)
+            context = self._conversation()
         except Thread.DoesNotExist:  # deleted since the page opened
             return ""
+        if self.whole_page:
+            context.update(self._side(context["thread"]))  # its pager keeps the history's page
         html = render_to_string("approvals/_thread_live.html", context)
         if self.whole_page:
-            context.update(self._side(context["thread"]))
             html += render_to_string("approvals/_thread_side.html", context)
         return html
+
+    def _conversation(self) -> dict[str, Any]:
+        """The thread at the page of its conversation the page shows (the newest if the head no
+        longer has it: an edit or a fork shortened the conversation)."""
+        if self.whole_page:
+            try:
+                return selectors.thread_context(self.thread_id, messages_before=self.messages_before)
+            except selectors.NoSuchMessages:
+                pass
+        return selectors.thread_context(self.thread_id)
 
     def _side(self, thread: Thread) -> dict[str, Any]:
         """The thread page's side, its history at the page it shows (the newest page if that

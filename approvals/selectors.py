@@ -218,7 +218,7 @@ def proposal_context(item: ApprovalRequest) -> dict[str, Any]:
         ).values
     except CheckpointError:
         return {}
-    messages = values.get("messages", []) if isinstance(values, dict) else []
+    messages = values.get("messages", [])
     reasoning, asked = "", ""
     for message in messages:
         if message.get("role") == "user":
@@ -242,46 +242,60 @@ class ConversationItem:
     """A tool's result that is a JSON object, one field per line like a call's arguments."""
 
 
-def conversation(values: dict[str, Any], *, requests: list[ApprovalRequest] = ()) -> list[ConversationItem]:  # type: ignore[assignment]
-    """Turn stored messages into display items: tool calls with parsed arguments, their names,
-    and the human decision on each gated call (with the arguments it ran with, if edited)."""
+def conversation(
+    values: dict[str, Any],
+    *,
+    requests: list[ApprovalRequest] = (),  # type: ignore[assignment]
+    shown: slice = slice(None),
+) -> list[ConversationItem]:
+    """Turn stored messages (those `shown`, all by default) into display items: tool calls with
+    parsed arguments, their names, and the human decision on each gated call (with the arguments
+    it ran with, if edited). Calls pair with requests over the whole conversation, so a page of
+    it pairs as the whole would."""
     messages = values.get("messages", [])
     by_call = requests_by_call(messages, requests=list(requests))
+    start, end, _ = shown.indices(len(messages))
     names: dict[str, str] = {}
     items = []
-    for message in messages:
-        calls = []
+    for index, message in enumerate(messages[:end]):
         for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            names[call.get("id", "")] = function.get("name", "")
-            request_ = by_call.get(call.get("id", ""))
-            args, proposed = _pretty(function.get("arguments")), ""
-            if request_ is not None and request_.status in RAN and request_.decision_args is not None:
-                # What ran is the reviewer's edit, as the ledger has it; the message may hold the proposal.
-                written = _parsed(function.get("arguments"))
-                args = _pretty(_ordered_like(request_.decision_args, written))
-                proposed = _pretty(_ordered_like(request_.args, written))
-            calls.append(
-                {
-                    "id": call.get("id"),
-                    "name": function.get("name"),
-                    "args": args,
-                    "proposed": proposed if proposed != args else "",
-                    "edited": bool(call.get("edited")),
-                    "request": request_,
-                }
-            )
-        items.append(
-            ConversationItem(
-                role=message.get("role", ""),
-                content=message.get("content") or "",
-                tool_calls=calls,
-                tool_call_id=message.get("tool_call_id", ""),
-                tool_name=names.get(message.get("tool_call_id", ""), ""),
-                result=_object_result(message),
-            )
-        )
+            names[call.get("id", "")] = call.get("function", {}).get("name", "")
+        if index >= start:
+            items.append(_conversation_item(message, by_call=by_call, names=names))
     return items
+
+
+def _conversation_item(
+    message: dict[str, Any], *, by_call: dict[str, ApprovalRequest], names: dict[str, str]
+) -> ConversationItem:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        request_ = by_call.get(call.get("id", ""))
+        args, proposed = _pretty(function.get("arguments")), ""
+        if request_ is not None and request_.status in RAN and request_.decision_args is not None:
+            # What ran is the reviewer's edit, as the ledger has it; the message may hold the proposal.
+            written = _parsed(function.get("arguments"))
+            args = _pretty(_ordered_like(request_.decision_args, written))
+            proposed = _pretty(_ordered_like(request_.args, written))
+        calls.append(
+            {
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "args": args,
+                "proposed": proposed if proposed != args else "",
+                "edited": bool(call.get("edited")),
+                "request": request_,
+            }
+        )
+    return ConversationItem(
+        role=message.get("role", ""),
+        content=message.get("content") or "",
+        tool_calls=calls,
+        tool_call_id=message.get("tool_call_id", ""),
+        tool_name=names.get(message.get("tool_call_id", ""), ""),
+        result=_object_result(message),
+    )
 
 
 def requests_by_call(
@@ -351,8 +365,31 @@ def _pretty(raw: Any) -> str:
     return "\n".join(lines)
 
 
-def thread_context(thread_id: str) -> dict[str, Any]:
-    """What the conversation partial needs, read from the thread's head checkpoint."""
+CONVERSATION_PAGE = 100
+"""Messages a thread page shows at a time: a page pushed live on every step stays small."""
+SIDE_REQUESTS = 50
+"""Requests the thread page's side lists, the newest; older ones are tagged on their calls."""
+
+
+class NoSuchMessages(ValueError):
+    """A page of the conversation the thread's head does not have."""
+
+
+def conversation_page(total: int, *, before: str | None) -> slice:
+    """The CONVERSATION_PAGE messages before position `before` (a query parameter: the newest
+    when None). Raises NoSuchMessages unless it is a whole number from 1 to `total`."""
+    if before is None:
+        return slice(max(0, total - CONVERSATION_PAGE), total)
+    # ASCII digits only ("²" is a digit int() refuses), and few.
+    if not (before.isascii() and before.isdecimal() and len(before) < 10 and 1 <= int(before) <= total):
+        raise NoSuchMessages(f"This conversation has no messages before {before[:20]!r}.")
+    end = int(before)
+    return slice(max(0, end - CONVERSATION_PAGE), end)
+
+
+def thread_context(thread_id: str, *, messages_before: str | None = None) -> dict[str, Any]:
+    """What the conversation partial needs, read from the thread's head checkpoint: one page of
+    its messages (see conversation_page), the requests those need, and the newest requests."""
     thread = checkpoint_selectors.thread(thread_id)
     values: dict[str, Any] = {}
     unreadable = ""
@@ -361,15 +398,42 @@ def thread_context(thread_id: str) -> dict[str, Any]:
             values = load_checkpoint(thread_id=thread_id, agent=thread.agent).values
         except CorruptCheckpoint as exc:  # said on the page: its history is where to go from here
             unreadable = str(exc)
-    requests = list(thread.approval_requests.select_related("decided_by").order_by("created_at"))
+    messages = values.get("messages", [])
+    shown = conversation_page(len(messages), before=messages_before)
+    requests = thread.approval_requests.select_related("decided_by")
+    newest = list(requests.order_by("-created_at", "-id")[:SIDE_REQUESTS])
     return {
         "thread": thread,
-        "conversation": conversation(values, requests=requests),
+        "conversation": conversation(
+            values, requests=requests_shown(requests, messages, shown=shown), shown=shown
+        ),
+        # Positions, for the pager: "messages 1,901 to 2,000 of 2,000", the link to the page before.
+        "messages_first": shown.start + 1,
+        "messages_last": shown.stop,
+        "messages_total": len(messages),
+        "messages_older": shown.start,
+        "messages_before": "" if messages_before is None else str(shown.stop),
         "unreadable": unreadable,
         "offline": bool(thread.metadata.get("offline_model")),
         "tenant": tenant_of(thread),
-        "thread_requests": requests,
+        "thread_requests": newest[::-1],
+        "thread_requests_more": requests.count() - len(newest),
     }
+
+
+def requests_shown(
+    requests: QuerySet[ApprovalRequest], messages: list[dict[str, Any]], *, shown: slice
+) -> list[ApprovalRequest]:
+    """The requests that may answer the shown messages' calls, oldest first: those keyed by the
+    calls' ids, and those of the calls' tools an adapter keyed otherwise (by no call's id), which
+    requests_by_call pairs in order over the whole conversation."""
+    calls = [c for m in messages[shown] for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    if not calls:
+        return []
+    every = {c.get("id") for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)}
+    tools = {c.get("function", {}).get("name") for c in calls}
+    wanted = Q(key__in={c.get("id") for c in calls}) | (Q(action__in=tools) & ~Q(key__in=every))
+    return list(requests.filter(wanted).order_by("created_at", "id"))
 
 
 def eligible_reviewers(queue: str, *, limit: int = 200) -> list[AbstractBaseUser]:

@@ -97,7 +97,12 @@ def _start(request: AuthedRequest, context: dict[str, Any]) -> HttpResponse:
 
 def thread_detail(request: AuthedRequest, thread_id: str) -> HttpResponse:
     thread = _thread_or_404(request, thread_id)
-    context = selectors.thread_context(thread.id)
+    try:
+        context = selectors.thread_context(
+            thread.id, messages_before=request.GET.get("messages_before") or None
+        )
+    except selectors.NoSuchMessages as exc:  # an earlier page the conversation does not have
+        raise Http404(str(exc)) from exc
     try:
         context.update(
             thread_selectors.side_context(
