@@ -389,7 +389,8 @@ class Signoff(models.Model):
 
 class RunOutcome(models.TextChoices):
     """How a LangGraph server run ended, as LangGraph's run statuses name it: a resume follows a
-    run that stopped at an interrupt, a message one whose thread was done."""
+    run that stopped at an interrupt, a message one whose thread was done; a cancelled run was
+    interrupted (LangGraph's runs.cancel)."""
 
     SUCCESS = "success"
     INTERRUPTED = "interrupted"
@@ -398,7 +399,7 @@ class RunOutcome(models.TextChoices):
 class LangGraphRun(models.Model):
     """A run a client of the LangGraph server API (/langgraph) started on a LangGraph agent's
     thread: a start, a message, or a resume. Its status while it is the thread's latest run is
-    the thread's; the next run on the thread stores how it ended."""
+    the thread's; the next run on the thread, or its cancel, stores how it ended."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     thread = models.ForeignKey(

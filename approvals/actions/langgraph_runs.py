@@ -1,12 +1,14 @@
 """Runs of the LangGraph server API (`/langgraph`): start, continue or resume a LangGraph agent's
 thread. A resume is a decision like any other: each answer decides its approval request as the
 token's user (permission, 409 if someone decided first, the ledger, the undo window). Each run
-is stored (LangGraphRun), so a client reads back the runs it started and no other."""
+is stored (LangGraphRun), so a client reads back the runs it started and no other; one still
+pending or running may be cancelled, one that ended deleted."""
 
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.actions import InvalidInput, Written, check_start_thread, do_start_thread
@@ -18,11 +20,11 @@ from approvals.actions.audit import appended_last
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
 from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
-from approvals.models import ApprovalRequest, ApprovalStatus, LangGraphRun, RunOutcome
+from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, LangGraphRun, RunOutcome
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData
-from checkpoints.models import Thread
+from checkpoints.backends.base import CheckpointData, ThreadData
+from checkpoints.models import Thread, ThreadStatus
 
 
 def langgraph_agents() -> list[LangGraphAgent]:
@@ -36,6 +38,17 @@ def langgraph_agent(name: str) -> LangGraphAgent:
     if not isinstance(agent, LangGraphAgent):
         raise UnknownAgent(name, [a.name for a in langgraph_agents()])
     return agent
+
+
+def deciding_requests() -> QuerySet[ApprovalRequest]:
+    """Decisions waiting out their undo window (DECISION_UNDO_S)."""
+    return ApprovalRequest.objects.filter(status__in=DECIDED, undo_until__isnull=False)
+
+
+def deciding(thread_id: str) -> bool:
+    """Whether a decision on the thread waits out its undo window (DECISION_UNDO_S): the thread
+    still waits at its gate, but a run resumed by it has not begun, let alone ended."""
+    return deciding_requests().filter(thread_id=thread_id).exists()
 
 
 INPUT_SHAPE = 'send {"messages": [{"role": "user", "content": "…"}]}: one user message, text content'
@@ -232,3 +245,43 @@ def do_update_state(
         if get_backend().lock_thread(thread_id=thread_id).head_id != head.id:
             raise Conflict("The thread moved on while the update was read; get its state and try again.")
         return do_edit_state(thread_id, user=user, values={**head.values, "messages": messages})  # type: ignore[arg-type]
+
+
+def _in_progress(run: LangGraphRun, *, thread: ThreadData) -> bool:
+    """Whether the run is pending (its resume in the undo window) or running: the thread's latest
+    run, its thread stepping or with a decision about to take effect."""
+    if run.outcome:
+        return False
+    if thread.status == ThreadStatus.WAITING:
+        return deciding(run.thread_id)
+    return thread.status in (ThreadStatus.RUNNING, ThreadStatus.PAUSED)
+
+
+def do_cancel_run(run: LangGraphRun, *, user: AbstractBaseUser) -> None:
+    """Cancel a pending or running run (LangGraph's action "interrupt"): an operator's cancel of
+    its thread, which ends it (a step in flight is discarded, a decision in its undo window
+    withdrawn, its checkpoints kept); the run is stored as interrupted. A run that has ended
+    (stopped at a gate, finished, failed) is a Conflict, as on LangGraph's server."""
+    Access.of(user).require_operator("cancel")
+    with transaction.atomic():
+        thread = get_backend().lock_thread(thread_id=run.thread_id)  # no step ends under the check
+        if not _in_progress(run, thread=thread):
+            raise Conflict(
+                "Only a pending or running run can be cancelled: this one has ended (to end a "
+                "thread waiting at its gate, update its state as '__end__'); nothing was done."
+            )
+        do_control(run.thread_id, user=user, verb="cancel")  # type: ignore[arg-type]
+        LangGraphRun.objects.filter(pk=run.pk).update(
+            outcome=RunOutcome.INTERRUPTED, updated_at=timezone.now()
+        )
+
+
+def do_delete_run(run: LangGraphRun, *, user: AbstractBaseUser) -> None:
+    """Delete the record of a run that has ended; what it did (the thread, its checkpoints, the
+    decisions and the ledger) stays. A pending or running one is a Conflict: cancel it first."""
+    Access.of(user).require_operator("delete runs of")
+    with transaction.atomic():
+        thread = get_backend().lock_thread(thread_id=run.thread_id)
+        if _in_progress(run, thread=thread):
+            raise Conflict("The run is pending or running: cancel it first; nothing was done.")
+        LangGraphRun.objects.filter(pk=run.pk).delete()

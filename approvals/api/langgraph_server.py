@@ -8,8 +8,10 @@ get_state, update_state (an operator's edit of the conversation, or Agent Inbox'
 resolved"), history. Runs: create, wait, stream (langgraph_stream.py; `input` starts or
 continues a thread, `command={"resume": ...}` decides its pending requests as the token's user;
 wait, join and stream cover a decision's undo window and the run it resumes); get, join and list
-of the runs stored (an id never started here is a 404). A filter or option a body names that is
-not served is a 422 naming it; /info answers what is served.
+of the runs stored (an id never started here is a 404); cancel (a pending or running run, as an
+operator's cancel of its thread) and delete (a run that ended). A run's options are served or
+refused as langgraph_options.py says; any other filter, option or field a body names is a 422
+naming it, and nothing was done; /info answers what is served.
 Not served: other stream modes, crons, the store; an address not served answers a JSON 404 or 405.
 """
 
@@ -36,14 +38,28 @@ from agents.loading import load_checkpoint
 from agents.registry import UnknownAgent
 from approvals.access import Access
 from approvals.actions.errors import Conflict
-from approvals.actions.langgraph_runs import do_run, do_update_state, langgraph_agent, langgraph_agents
+from approvals.actions.langgraph_runs import (
+    deciding,
+    do_cancel_run,
+    do_delete_run,
+    do_run,
+    do_update_state,
+    langgraph_agent,
+    langgraph_agents,
+)
 from approvals.actions.tokens import access_token_user
 from approvals.api.base import token_required
-from approvals.api.langgraph_options import config_checkpoint, named_checkpoint
+from approvals.api.langgraph_options import (
+    RunIn,
+    check_cancel_action,
+    check_run_options,
+    config_checkpoint,
+    named_checkpoint,
+    stream_modes,
+)
 from approvals.api.langgraph_state import (
     RUN_STATUSES,
     STATUS,
-    deciding,
     live_run_status,
     settled,
     shown_as,
@@ -51,7 +67,7 @@ from approvals.api.langgraph_state import (
     state_at,
     thread_state,
 )
-from approvals.api.langgraph_stream import STREAM_MODES, langgraph_head, run_events
+from approvals.api.langgraph_stream import langgraph_head, run_events
 from approvals.api.threads import MAX_OFFSET
 from approvals.http import AuthedRequest
 from approvals.models import LangGraphRun
@@ -211,32 +227,6 @@ class ThreadIn(Strict):
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: str = "raise"
-
-
-class RunIn(Schema):
-    assistant_id: str
-    input: Any = None
-    command: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-    checkpoint_id: str | None = None
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    multitask_strategy: str | None = None
-    # Options a client may send that this server does not carry out: refused when given, since a
-    # run that ignored them would not stop where (or report when) the client asked, nor run with
-    # the context the graph was meant to read.
-    interrupt_before: Any = None
-    interrupt_after: Any = None
-    webhook: Any = None
-    after_seconds: Any = None
-    context: Any = None
-
-
-UNSERVED_RUN_OPTIONS = ("interrupt_before", "interrupt_after", "webhook", "after_seconds", "context")
-
-
-class StreamRunIn(RunIn):
-    stream_mode: str | list[str] = "values"
 
 
 class RunListIn(Schema):
@@ -466,15 +456,13 @@ def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
 
 
 @api.post("/threads/{thread_id}/runs/stream")
-def stream_run(request: AuthedRequest, thread_id: str, body: StreamRunIn) -> StreamingHttpResponse:
+def stream_run(request: AuthedRequest, thread_id: str, body: RunIn) -> StreamingHttpResponse:
     """Server-sent events: the run's metadata, then after each step the thread's values, each
     node's update and/or each message a node added (LangGraph's own, read from its checkpoints),
     until the run stops at a gate or ends (LANGGRAPH_RUN_WAIT_S at most); a run that failed ends
     with an `error` event saying why. Messages come whole when their step commits, as LangGraph
     streams a message it did not stream token by token."""
-    modes = {body.stream_mode} if isinstance(body.stream_mode, str) else set(body.stream_mode)
-    if not modes or modes - STREAM_MODES:
-        raise InvalidInput({"stream_mode": "served: 'values', 'updates', 'messages-tuple' and 'events'"})
+    modes = stream_modes(body)
     since = langgraph_head(thread_id)  # before the run starts: its updates are what comes after
     run = _start(request, thread_id, body)
     response = StreamingHttpResponse(
@@ -501,6 +489,25 @@ def get_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
     return shown_run(run, thread=thread, live=live)
 
 
+@api.post("/threads/{thread_id}/runs/{run_id}/cancel", response={204: None})
+def cancel_run(
+    request: AuthedRequest, thread_id: str, run_id: str, action: str = "interrupt", wait: bool = False
+) -> Any:
+    """Cancel a pending or running run: done when answered, so `wait` has nothing to wait for."""
+    _visible(request, thread_id)
+    run = _stored_run(thread_id, run_id)
+    check_cancel_action(action)
+    do_cancel_run(run, user=request.user)
+    return 204, None
+
+
+@api.delete("/threads/{thread_id}/runs/{run_id}", response={204: None})
+def delete_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
+    _visible(request, thread_id)
+    do_delete_run(_stored_run(thread_id, run_id), user=request.user)
+    return 204, None
+
+
 def _stored_run(thread_id: str, run_id: str) -> LangGraphRun:
     """The run `run_id` of the thread, or LangGraphRun.DoesNotExist (a 404): an id never started
     here, not a run id at all, or another thread's run."""
@@ -512,13 +519,15 @@ def _stored_run(thread_id: str, run_id: str) -> LangGraphRun:
 
 def _start(request: AuthedRequest, thread_id: str, body: RunIn) -> LangGraphRun:
     # A thread the user may not see is left to do_run, which answers as for a missing one.
-    if checkpoint_selectors.thread_exists(thread_id) and Access.of(request.user).can_see_thread(thread_id):
+    exists = checkpoint_selectors.thread_exists(thread_id)
+    visible = exists and Access.of(request.user).can_see_thread(thread_id)
+    if visible:
         _visible(request, thread_id)
-    if unserved := [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "", {})]:
-        raise InvalidInput({name: "not served by this server; nothing was done" for name in unserved})
-    if body.multitask_strategy not in (None, "reject"):
-        refused = "only 'reject' is served: a run on a busy thread is a 409; nothing was done"
-        raise InvalidInput({"multitask_strategy": refused})
+    check_run_options(body, graph=langgraph_agent(body.assistant_id).compiled)
+    # A thread begins with its first run (threads.create stores nothing), so a run on a new id
+    # starts it unless the client said to refuse a thread that does not exist yet.
+    if body.if_not_exists == "reject" and not visible:
+        raise Thread.DoesNotExist(thread_id)
     resume = (body.command or {}).get("resume")
     if body.command and resume is None:
         raise InvalidInput({"command": "only command={'resume': ...} is served"})

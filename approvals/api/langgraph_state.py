@@ -6,8 +6,8 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.loading import load_checkpoint
-from approvals.actions.langgraph_runs import langgraph_agent
-from approvals.models import DECIDED, ApprovalRequest, LangGraphRun
+from approvals.actions.langgraph_runs import deciding, deciding_requests, langgraph_agent
+from approvals.models import LangGraphRun
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData
 from checkpoints.models import Thread, ThreadStatus
@@ -27,20 +27,11 @@ RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupte
 """LangGraph's run statuses (a runs.list filter)."""
 
 
-def _deciding() -> QuerySet[ApprovalRequest]:
-    return ApprovalRequest.objects.filter(status__in=DECIDED, undo_until__isnull=False)
-
-
-def deciding(thread_id: str) -> bool:
-    """Whether a decision on the thread waits out its undo window (DECISION_UNDO_S): the thread
-    still waits at its gate, but a run resumed by it has not begun, let alone ended."""
-    return _deciding().filter(thread_id=thread_id).exists()
-
-
 def shown_as(rows: QuerySet[Thread], *, status: str) -> QuerySet[Thread]:
     """The threads among `rows` shown with LangGraph's `status`, in the same query: a waiting
     thread with a decision in its undo window is shown busy, not interrupted (see deciding)."""
-    answered = Q(status=ThreadStatus.WAITING) & Q(Exists(_deciding().filter(thread_id=OuterRef("pk"))))
+    answering = deciding_requests().filter(thread_id=OuterRef("pk"))
+    answered = Q(status=ThreadStatus.WAITING) & Q(Exists(answering))
     statuses = Q(status__in=[s for s, shown in STATUS.items() if shown == status])
     if status == "interrupted":
         return rows.filter(statuses & ~answered)
