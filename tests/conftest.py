@@ -59,6 +59,21 @@ def flush_outlasts_live_readers() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test databases, and before they are dropped, an end to the sessions this
+    process's other threads still hold on them (a LangGraph saver's thread keeps its connection
+    up to CONN_MAX_AGE, as a request's thread does), or Postgres refuses to drop one."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.fixture(scope="session")
 def redis_ready() -> Iterator[str]:
     server = None
     port = settings.EMBEDDED_REDIS_PORT

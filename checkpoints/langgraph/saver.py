@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections, transaction
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact
@@ -114,9 +114,20 @@ def on_own_thread(method: Callable[..., T]) -> Callable[..., T]:
     def call(self: GatehouseSaver, *args: Any, **kwargs: Any) -> T:
         if threading.get_ident() == self._thread_ident:
             return method(self, *args, **kwargs)
-        return self._executor.submit(method, self, *args, **kwargs).result()
+        return self._executor.submit(_then_release, method, self, *args, **kwargs).result()
 
     return call
+
+
+def _then_release(method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call the method, then treat the saver thread's connection as a request's end does: closed
+    once it is broken or past CONN_MAX_AGE (given back to the pool in a pooled process). Nothing
+    else on this thread ever would, so a connection Postgres dropped (a restart) failed every
+    later call, and a pooled one was never given back."""
+    try:
+        return method(*args, **kwargs)
+    finally:
+        close_old_connections()
 
 
 def checkpoint_digest(
@@ -182,7 +193,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
         self._executor.submit(connections.close_all).result()
 
     async def _async(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.wrap_future(self._executor.submit(method, *args, **kwargs))
+        return await asyncio.wrap_future(self._executor.submit(_then_release, method, *args, **kwargs))
 
     # -- writing --------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 linear storage, digests, encryption and retention."""
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from io import StringIO
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
@@ -464,3 +465,45 @@ def test_list_filters_on_a_metadata_key_taken_literally(
     saver.put(config, empty_checkpoint(), {"source": "input", "step": -1, name: "other"}, {})
     assert len(list(saver.list(None, filter={name: value}))) == 1
     assert len(list(saver.list(config, filter={name: value, "step": -1}))) == 1
+
+
+def backend_pid(saver: GatehouseSaver) -> int | None:
+    """The Postgres session the saver's thread holds now, if any."""
+    return saver._executor.submit(
+        lambda: connection.connection.info.backend_pid if connection.connection is not None else None
+    ).result()
+
+
+@pytest.mark.postgres_only  # a session Postgres ends under the saver
+def test_a_saver_whose_connection_postgres_dropped_reconnects_on_its_next_call(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-dropped", turns=1)
+    pid = backend_pid(saver)
+    assert pid is not None  # CONN_MAX_AGE keeps it between calls outside a pool
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+    with contextlib.suppress(OperationalError):  # the call in flight when it dropped fails
+        run_turns(saver, thread_id="t-dropped", turns=1)
+    # The next ones reconnect: a restarted Postgres does not fail every later step of the agent.
+    run_turns(saver, thread_id="t-dropped", turns=1)
+    assert len(messages_of(saver, config)) in (4, 6)
+    assert backend_pid(saver) not in (None, pid)
+
+
+@pytest.mark.postgres_only  # a backend pid to look at
+def test_a_saver_gives_its_connection_back_after_a_call_once_past_conn_max_age(
+    savers: Callable[..., GatehouseSaver],
+) -> None:
+    saver = savers()
+    config = run_turns(saver, thread_id="t-released", turns=1)
+    max_age = connection.settings_dict["CONN_MAX_AGE"]
+    connection.settings_dict["CONN_MAX_AGE"] = 0  # as in a pooled process: closing gives it back
+    try:
+        saver.close_connection()  # the next one is opened under CONN_MAX_AGE 0
+        assert len(messages_of(saver, config)) == 2
+        assert backend_pid(saver) is None  # closed once the call ended
+    finally:
+        connection.settings_dict["CONN_MAX_AGE"] = max_age
