@@ -84,6 +84,10 @@ class Agent:
     description: str = ""
     retention: Retention = field(default_factory=Retention)
 
+    def __str__(self) -> str:
+        # How `manage.py check` names it before each problem: the dataclass repr runs to pages.
+        return f"agent {self.name!r}"
+
     def initial_values(self, text: str) -> dict[str, Any]:
         """Build the input checkpoint's values from a user's first message."""
         return self.state.apply(self.state().model_dump(mode="json"), self.input_update(text))

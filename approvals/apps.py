@@ -17,6 +17,7 @@ class ApprovalsConfig(AppConfig):
         signals.thread_changed.connect(events.on_thread_changed, dispatch_uid="approvals.thread_changed")
         protect_checkpoints.connect(gates.open_request_checkpoints, dispatch_uid="approvals.protect")
         register(checks.check_notify_backoff, "approvals")
+        register(checks.check_notifiers, "approvals")
         self._watch_policies()
 
     def _watch_policies(self) -> None:

@@ -1,10 +1,14 @@
 """Startup checks for the inbox's settings (registered in ApprovalsConfig.ready): a notify backoff
-the broker would cut short, or a resend delay shorter than a retry's wait, fails `manage.py check`."""
+the broker would cut short, a resend delay shorter than a retry's wait, or a notifier that cannot
+send (a mistyped GATEHOUSE_NOTIFIERS path, a webhook without its URL) fails `manage.py check`."""
 
 from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
+from django.core.exceptions import ImproperlyConfigured
+
+from approvals.notifiers import get_notifier
 
 NOTIFY_RETRY_CAP_S = 600.0
 """The longest notify backoff whatever the broker: ten minutes."""
@@ -60,3 +64,15 @@ def _check_resend_delay() -> list[CheckMessage]:
             id="approvals.E002",
         )
     ]
+
+
+def check_notifiers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Each of GATEHOUSE_NOTIFIERS can send: a notification to one that cannot is given up at its
+    first try (approvals.tasks.notify_task), so the mistake shows here, before any is lost."""
+    problems: list[str] = []
+    for path in settings.GATEHOUSE_NOTIFIERS:
+        try:
+            problems += get_notifier(path).configuration_problems()
+        except ImproperlyConfigured as exc:
+            problems.append(str(exc))
+    return [Error(problem, id="approvals.E003") for problem in problems]

@@ -11,16 +11,15 @@ from django.http import (
     HttpResponseBadRequest,
     HttpResponseNotFound,
     HttpResponseServerError,
-    JsonResponse,
 )
 from django.template import loader
 
-from config.middleware import is_api
+from config.middleware import is_api, json_error
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_api(request):
-        return JsonResponse({"detail": "Not Found: no such address in the API."}, status=404)
+        return json_error(request, "Not Found: no such address in the API.", status=404)
     args = getattr(exception, "args", ())
     message = args[0] if args and isinstance(args[0], str) else ""
     html = loader.get_template("404.html").render({"exception": message}, request)
@@ -32,7 +31,7 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     stays in the log, as Django's own 400 keeps it there."""
     if is_api(request):
         detail = "Bad Request: the request could not be read (too many fields?). Nothing was changed."
-        return JsonResponse({"detail": detail}, status=400)
+        return json_error(request, detail, status=400)
     # Rendered as Django's default does, without its requires_csrf_token wrapper: that reads
     # request.POST again, and a body Django refused to read raises again there (a 500).
     return HttpResponseBadRequest(loader.get_template("400.html").render())
@@ -40,5 +39,5 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if is_api(request):
-        return JsonResponse({"detail": "Server Error: the failure is logged."}, status=500)
+        return json_error(request, "Server Error: the failure is logged.", status=500)
     return HttpResponseServerError(loader.get_template("500.html").render())  # no request: see bad_request

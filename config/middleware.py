@@ -24,10 +24,18 @@ def is_api(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIXES)
 
 
+def json_error(request: HttpRequest, detail: str, *, status: int) -> JsonResponse:
+    """An error as JSON: Gatehouse's API always sends `errors` too (the fields at fault, none
+    here; README, "HTTP API"), so a client reads one shape; /langgraph keeps LangGraph's."""
+    if request.path.startswith("/langgraph/"):
+        return JsonResponse({"detail": detail}, status=status)
+    return JsonResponse({"detail": detail, "errors": None}, status=status)
+
+
 def answer(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
     """The message as JSON for the API (or a client asking for JSON), else as plain text."""
     if is_api(request) or request.headers.get("Accept") == "application/json":
-        return JsonResponse({"detail": message}, status=status)
+        return json_error(request, message, status=status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
 
 

@@ -47,6 +47,11 @@ PORT = env_int("PORT", 8000)
 # The address `serve` binds the web server to: loopback by default; 0.0.0.0 (or this machine's
 # address) for a reverse proxy or workers on other hosts.
 WEB_HOST = os.environ.get("WEB_HOST", "").strip() or "127.0.0.1"
+# Where a process on this host reaches that web server (the offline model's default URL, serve's
+# "is up"): WEB_HOST itself, since a server bound to one address answers on no other, or
+# loopback when it listens on every address.
+WEB_LOCAL_HOST = "127.0.0.1" if WEB_HOST in ("0.0.0.0", "::") else WEB_HOST
+WEB_LOCAL_URL = f"http://{f'[{WEB_LOCAL_HOST}]' if ':' in WEB_LOCAL_HOST else WEB_LOCAL_HOST}:{PORT}"
 # Reverse proxies whose X-Forwarded-For/-Proto the web server believes (comma-separated addresses,
 # uvicorn's --forwarded-allow-ips). Empty: none, so a client cannot pick the address the login
 # throttle counts it under.
@@ -272,7 +277,7 @@ CELERY_BEAT_SCHEDULE["prune-checkpoints"] = {
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OFFLINE_MODEL = not OPENAI_API_KEY
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or (
-    f"http://127.0.0.1:{PORT}/offline/v1" if OFFLINE_MODEL else "https://api.openai.com/v1"
+    f"{WEB_LOCAL_URL}/offline/v1" if OFFLINE_MODEL else "https://api.openai.com/v1"
 )
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "") or ("gatehouse-offline" if OFFLINE_MODEL else "gpt-4o-mini")
 OPENAI_TIMEOUT_S = float(os.environ.get("OPENAI_TIMEOUT_S", "60"))
@@ -369,7 +374,7 @@ CELERY_BEAT_SCHEDULE["release-idle-claims"] = {
 # approvals.notifiers.email.EmailNotifier,approvals.notifiers.webhook.WebhookNotifier
 GATEHOUSE_NOTIFIERS = [p.strip() for p in os.environ.get("GATEHOUSE_NOTIFIERS", "").split(",") if p.strip()]
 # The address reviewers reach Gatehouse at, for links in notifications.
-GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", f"http://127.0.0.1:{PORT}")
+GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", WEB_LOCAL_URL)
 # Notification tasks get their own queue and worker (`serve` starts one): a receiver that never
 # answers then holds only a notify thread, never a worker that steps threads. "" puts them on the
 # steps' queue (not recommended).

@@ -4,15 +4,16 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
 from agents.actions import InvalidInput, ThreadStateError
 from approvals.actions.tokens import access_token_user
 from checkpoints.backends.base import CheckpointError, CorruptCheckpoint, HeadConflict
+from config.middleware import json_error
 
 
 class BearerToken(HttpBearer):
@@ -35,7 +36,7 @@ def token_required(auth: Callable[[HttpRequest], Any], *, detail: str) -> Callab
         @wraps(view)
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if auth(request) is None:
-                return JsonResponse({"detail": detail}, status=401)
+                return json_error(request, detail, status=401)
             return view(request, *args, **kwargs)
 
         return guarded
@@ -73,24 +74,30 @@ def invalid_input(request: HttpRequest, exc: InvalidInput) -> HttpResponse:
 
 @api.exception_handler(ThreadStateError)
 def wrong_status(request: HttpRequest, exc: ThreadStateError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=409)
+    return json_error(request, str(exc), status=409)
 
 
 @api.exception_handler(CheckpointError)
 def missing(request: HttpRequest, exc: CheckpointError) -> HttpResponse:
     # A checkpoint that fails its integrity check exists: a conflict with what is stored.
     status = 409 if isinstance(exc, HeadConflict | CorruptCheckpoint) else 404
-    return api.create_response(request, {"detail": str(exc)}, status=status)
+    return json_error(request, str(exc), status=status)
 
 
 @api.exception_handler(PermissionError)
 def forbidden(request: HttpRequest, exc: PermissionError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc)}, status=403)
+    return json_error(request, str(exc), status=403)
 
 
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return api.create_response(request, {"detail": UNAUTHENTICATED}, status=401)
+    return json_error(request, UNAUTHENTICATED, status=401)
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    """django-ninja's own refusals, such as a body that is not JSON."""
+    return json_error(request, str(exc), status=exc.status_code)
 
 
 class Error(Schema):

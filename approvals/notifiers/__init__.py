@@ -37,12 +37,17 @@ class BaseNotifier:
     def send(self, notification: Notification) -> None:
         raise NotImplementedError("subclasses of BaseNotifier must provide send()")
 
+    def configuration_problems(self) -> list[str]:
+        """Why this notifier cannot send with the current settings ([] when it can):
+        `manage.py check` reports them (approvals.E003)."""
+        return []
+
 
 def get_notifier(path: str) -> BaseNotifier:
     try:
-        notifier = import_string(path)()
+        notifier_class = import_string(path)
     except ImportError as exc:
         raise ImproperlyConfigured(f"GATEHOUSE_NOTIFIERS: cannot import {path!r} ({exc})") from exc
-    if not isinstance(notifier, BaseNotifier):
+    if not (isinstance(notifier_class, type) and issubclass(notifier_class, BaseNotifier)):
         raise ImproperlyConfigured(f"GATEHOUSE_NOTIFIERS: {path} is not an approvals.notifiers.BaseNotifier")
-    return notifier
+    return notifier_class()

@@ -27,10 +27,15 @@ def sign(body: bytes, *, secret: str) -> str:
 class WebhookNotifier(BaseNotifier):
     """To NOTIFY_WEBHOOK_URL, signed with NOTIFY_WEBHOOK_SECRET. Any non-2xx answer is a failure."""
 
+    def configuration_problems(self) -> list[str]:
+        if settings.NOTIFY_WEBHOOK_URL and settings.NOTIFY_WEBHOOK_SECRET:
+            return []
+        return ["WebhookNotifier needs NOTIFY_WEBHOOK_URL and NOTIFY_WEBHOOK_SECRET"]
+
     def send(self, notification: Notification) -> None:
+        if problems := self.configuration_problems():
+            raise ImproperlyConfigured(problems[0])
         url, secret = settings.NOTIFY_WEBHOOK_URL, settings.NOTIFY_WEBHOOK_SECRET
-        if not url or not secret:
-            raise ImproperlyConfigured("WebhookNotifier needs NOTIFY_WEBHOOK_URL and NOTIFY_WEBHOOK_SECRET")
         body = json.dumps(notification.as_dict(), sort_keys=True, separators=(",", ":")).encode()
         headers = {
             "Content-Type": "application/json",

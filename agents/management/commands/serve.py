@@ -64,9 +64,9 @@ class Command(BaseCommand):
                 ]
                 if dead:
                     raise CommandError(f"{', '.join(dead)} stopped unexpectedly; stopping the rest")
-                if not announced and port_open(port):
+                if not announced and port_open(settings.WEB_LOCAL_HOST, port):
                     announced = True
-                    self.announce(port)
+                    self.announce()
         finally:
             self.stop_all()
 
@@ -114,13 +114,13 @@ class Command(BaseCommand):
             self.stdout.write(f"{name:>7} | {text}")
             self.stdout.flush()
 
-    def announce(self, port: int) -> None:
+    def announce(self) -> None:
         how = (
             "the DEMO_PASSWORD"
             if os.environ.get("DEMO_PASSWORD")
             else f"the passwords in {Path(settings.VAR_DIR) / 'demo_passwords.json'}"
         )
-        self.log("serve", f"Gatehouse is up: http://127.0.0.1:{port}/")
+        self.log("serve", f"Gatehouse is up: {settings.WEB_LOCAL_URL}/")
         self.log("serve", f"Log in as reviewer, operator or admin with {how}.")
         self.log("serve", "Press Ctrl-C to stop.")
 
@@ -229,7 +229,10 @@ def notify_worker_options() -> list[str]:
     return ["-Q", settings.NOTIFY_QUEUE, "--pool", "threads", "--concurrency", threads]
 
 
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+def port_open(host: str, port: int) -> bool:
+    """Whether the web server answers at `host` (WEB_LOCAL_HOST: where this host reaches it)."""
+    try:
+        socket.create_connection((host, port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True

@@ -2,12 +2,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.actions.transfer import export_thread
 from checkpoints import selectors as checkpoint_selectors
-from checkpoints.backends.base import CheckpointNotFound
+from checkpoints.backends.base import CheckpointError
 from checkpoints.models import Thread
+from checkpoints.storage.crypto import SealError
 
 
 class Command(BaseCommand):
@@ -25,8 +27,9 @@ class Command(BaseCommand):
             raise CommandError(f"No thread {thread_id!r}.") from exc
         try:
             document = export_thread(thread, branch=branch)
-        except CheckpointNotFound as exc:
-            raise CommandError(str(exc)) from exc
+        except (CheckpointError, SealError, ImproperlyConfigured) as exc:
+            # A branch not in the thread, or stored data this CHECKPOINT_ENCRYPTION_KEY cannot open.
+            raise CommandError(f"Cannot export {thread_id!r}: {exc}") from exc
         try:
             file.write_text(json.dumps(document, indent=2, ensure_ascii=False))
         except OSError as exc:  # a missing folder, a directory, no permission
