@@ -116,10 +116,14 @@ def test_every_durability_is_served_by_checkpointing_each_step_before_the_next(c
     waiting = Checkpoint.objects.filter(thread_id="durable").count()
     assert waiting >= 2  # the input and the step that stopped at the gate, each kept
 
-    values = client.runs.wait("durable", AGENT, command=APPROVE, durability="async", checkpoint_during=False)
+    with pytest.warns(DeprecationWarning, match="checkpoint_during"):  # the SDK's, still sent
+        values = client.runs.wait(
+            "durable", AGENT, command=APPROVE, durability="async", checkpoint_during=False
+        )
     assert "Refund of $42.50 issued" in last_message(values)["content"]
     assert Checkpoint.objects.filter(thread_id="durable").count() > waiting
-    client.runs.wait("durable-sync", AGENT, input=ASK, durability="sync", checkpoint_during=True)
+    with pytest.warns(DeprecationWarning, match="checkpoint_during"):
+        client.runs.wait("durable-sync", AGENT, input=ASK, durability="sync", checkpoint_during=True)
     refused(lambda: client.runs.create("other", AGENT, input=ASK, durability="never"), naming="durability")
 
 
