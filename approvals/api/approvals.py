@@ -34,35 +34,39 @@ def list_approvals(
     after: RequestId = None,
 ) -> Any:
     """Pending requests oldest first (the queue's order; the next page is `after` the last),
-    others newest first (recent decisions; the next page is `before` the last)."""
+    others newest first (recent decisions, by when decided; the next page is `before` the last)."""
     if status not in ApprovalStatus.values:
         return Status(400, {"detail": f"status must be one of: {', '.join(ApprovalStatus.values)}"})
     visible = Access.of(request.user).visible_requests(ApprovalRequest.objects.all())
     rows = visible.filter(status=status)
     if queue:
         rows = rows.filter(queue=queue)
+    # Superseded requests were mostly never decided: they keep the order they were raised in.
+    key = "created_at" if status in (ApprovalStatus.PENDING, ApprovalStatus.SUPERSEDED) else "decided_at"
     for field, id_ in (("before", before), ("after", after)):
         if id_ is None:
             continue
-        # By any request the user sees, whatever its status now (one undone since still counts).
-        raised = visible.filter(pk=id_).values_list("created_at", flat=True).first()
-        if raised is None:
+        # By any request the user sees, whatever its status now (one decided since still counts).
+        found = list(visible.filter(pk=id_).values_list(key, flat=True)[:1])
+        if not found:
             detail = f"Approval request {id_} does not exist."
             return Status(400, {"detail": detail, "errors": {field: detail}})
-        rows = _raised(rows, before=field == "before", at=raised, id_=id_)
-    order = ("created_at", "id") if status == ApprovalStatus.PENDING else ("-created_at", "-id")
+        if found[0] is None:  # its decision was undone (or it had none): no place among decisions
+            detail = f"Approval request {id_} is not decided now; page from the request listed before it."
+            return Status(400, {"detail": detail, "errors": {field: detail}})
+        rows = _beyond(rows, key=key, before=field == "before", at=found[0], id_=id_)
+    order = (key, "id") if status == ApprovalStatus.PENDING else (f"-{key}", "-id")
     rows = rows.select_related("decided_by", "claimed_by").prefetch_related(SIGNOFFS)
     page = rows.order_by(*order)[: max(1, min(limit, PAGE))]
     return [ApprovalOut.from_request(r) for r in page]
 
 
-def _raised(
-    rows: QuerySet[ApprovalRequest], *, before: bool, at: datetime, id_: int
+def _beyond(
+    rows: QuerySet[ApprovalRequest], *, key: str, before: bool, at: datetime, id_: int
 ) -> QuerySet[ApprovalRequest]:
-    """The rows raised before (or after) request `id_`, raised `at`: by time, then by id."""
-    if before:
-        return rows.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=id_))
-    return rows.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=id_))
+    """The rows before (or after) request `id_`, whose `key` time is `at`: by that time, then by id."""
+    op = "lt" if before else "gt"
+    return rows.filter(Q(**{f"{key}__{op}": at}) | Q(**{key: at, f"pk__{op}": id_}))
 
 
 @router.post(

@@ -1,10 +1,12 @@
 """The JSON API instance: bearer-token auth and error shapes. Routers live beside it by topic."""
 
+import asyncio
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -44,7 +46,40 @@ def token_required(auth: Callable[[HttpRequest], Any], *, detail: str) -> Callab
     return guard
 
 
-api = NinjaAPI(
+def not_allowed(request: HttpRequest, allowed: str) -> HttpResponse:
+    """A method not served at an address the API has, as JSON like every other error there."""
+    detail = f"Method Not Allowed: not served here (served: {allowed or 'none'})."
+    response = json_error(request, detail, status=405)
+    response["Allow"] = allowed
+    return response
+
+
+def _json_405(view: View) -> View:
+    @wraps(view)  # keeps csrf_exempt
+    def answered(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
+            return not_allowed(request, response.get("Allow", ""))
+        return response
+
+    return answered
+
+
+class JsonErrorsApi(NinjaAPI):
+    """django-ninja answers a method an address does not serve with a text 405 ("Method not
+    allowed"), which a client cannot read as it reads the API's other errors (LangGraph's client
+    raised it without a reason): here it is JSON, in the API's error shape, with its Allow."""
+
+    @property
+    def urls(self) -> Any:
+        patterns, app_name, namespace = super().urls
+        for pattern in patterns:
+            if isinstance(pattern, URLPattern) and not asyncio.iscoroutinefunction(pattern.callback):
+                pattern.callback = _json_405(pattern.callback)
+        return patterns, app_name, namespace
+
+
+api = JsonErrorsApi(
     title="Gatehouse API",
     version="1",
     auth=BearerToken(),

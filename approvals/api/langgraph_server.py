@@ -15,19 +15,15 @@ naming it, and nothing was done; /info answers what is served.
 Not served: other stream modes, crons, the store; an address not served answers a JSON 404 or 405.
 """
 
-import asyncio
-import functools
 import re
 import time
 import uuid
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.conf import settings
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.urls import URLPattern
-from ninja import NinjaAPI, Query, Schema
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from ninja import Query, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
 from pydantic import ConfigDict, Field
@@ -48,7 +44,7 @@ from approvals.actions.langgraph_runs import (
     langgraph_agents,
 )
 from approvals.actions.tokens import access_token_user
-from approvals.api.base import token_required
+from approvals.api.base import JsonErrorsApi, token_required
 from approvals.api.langgraph_options import (
     RunIn,
     check_cancel_action,
@@ -93,39 +89,7 @@ class ApiKey(APIKeyHeader):
         return user
 
 
-def _not_allowed(allowed: str) -> HttpResponse:
-    """A method not served at an address this server has, as JSON like every other error here."""
-    detail = f"Method Not Allowed: not served here (served: {allowed or 'none'})."
-    response = JsonResponse({"detail": detail}, status=405)
-    response["Allow"] = allowed
-    return response
-
-
-def _json_405(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    @functools.wraps(view)  # keeps csrf_exempt
-    def answered(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        response = view(request, *args, **kwargs)
-        if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
-            return _not_allowed(response.get("Allow", ""))
-        return response
-
-    return answered
-
-
-class LangGraphApi(NinjaAPI):
-    """django-ninja answers a method an address does not serve with a text 405, which LangGraph's
-    client raises without a reason (threads.update, runs.list...): here it is JSON."""
-
-    @property
-    def urls(self) -> Any:
-        patterns, app_name, namespace = super().urls
-        for pattern in patterns:
-            if isinstance(pattern, URLPattern) and not asyncio.iscoroutinefunction(pattern.callback):
-                pattern.callback = _json_405(pattern.callback)
-        return patterns, app_name, namespace
-
-
-api = LangGraphApi(
+api = JsonErrorsApi(
     title="Gatehouse: LangGraph server API",
     version="1",
     auth=ApiKey(),

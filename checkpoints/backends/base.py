@@ -51,11 +51,18 @@ class HeadConflict(CheckpointError):
 
 
 class CorruptCheckpoint(CheckpointError):
-    def __init__(self, thread_id: str, checkpoint_id: str) -> None:
-        super().__init__(
-            f"Checkpoint {checkpoint_id} of thread {thread_id!r} failed its SHA-256 digest check; "
-            "refusing to load it."
+    """A checkpoint whose stored bytes fail their digest check, or fail decryption (undecryptable)."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str, *, undecryptable: bool = False) -> None:
+        # Fernet cannot tell a key that does not open the data from altered ciphertext: the
+        # likelier cause (a process given another key) is named first.
+        why = (
+            "could not be decrypted with the configured CHECKPOINT_ENCRYPTION_KEY (the key it was "
+            "written with is not among them, or the stored data was altered)"
+            if undecryptable
+            else "failed its SHA-256 digest check"
         )
+        super().__init__(f"Checkpoint {checkpoint_id} of thread {thread_id!r} {why}; refusing to load it.")
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from checkpoints.backends.base import CheckpointData, CheckpointSummary, CorruptCheckpoint, NewCheckpoint
 from checkpoints.digest import checkpoint_digest
-from checkpoints.storage.crypto import current_sealer
+from checkpoints.storage.crypto import current_sealer, failed_decryption
 from checkpoints.storage.layout import Layout, Plan
 from checkpoints.storage.loading import MissingRow, StoredRows, Tampered, load_values
 
@@ -77,7 +77,7 @@ def open_checkpoint(
             raise
         raise CorruptCheckpoint(summary.thread_id, summary.id) from exc
     except Tampered as exc:
-        raise CorruptCheckpoint(summary.thread_id, summary.id) from exc
+        raise CorruptCheckpoint(summary.thread_id, summary.id, undecryptable=failed_decryption(exc)) from exc
     fields = {name: ref.digest_json() for name, ref in field_refs.items()}
     if digest_of(summary, thread_id=summary.thread_id, step=summary.step, fields=fields) != summary.digest:
         raise CorruptCheckpoint(summary.thread_id, summary.id)

@@ -44,7 +44,7 @@ from checkpoints.langgraph import layout, sql
 from checkpoints.langgraph.layout import Chain, Tampered
 from checkpoints.langgraph.pruning import collect_garbage
 from checkpoints.models import LangGraphCheckpoint, LangGraphWrite
-from checkpoints.storage.crypto import Sealer, SealError, current_sealer
+from checkpoints.storage.crypto import Sealer, SealError, current_sealer, failed_decryption
 
 T = TypeVar("T")
 
@@ -399,7 +399,7 @@ class GatehouseSaver(BaseCheckpointSaver[int]):
             writes = self._writes(stored_writes, blobs)
             checkpoint = {"id": checkpoint_id, **layout.decode(self.serde, header), "channel_values": values}
         except Tampered as exc:
-            raise CorruptCheckpoint(thread_id, checkpoint_id) from exc
+            raise CorruptCheckpoint(thread_id, checkpoint_id, undecryptable=failed_decryption(exc)) from exc
         self._recent.put((thread_id, ns, checkpoint_id), known)
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         return CheckpointTuple(

@@ -20,6 +20,15 @@ class SealError(Exception):
     """Stored data could not be decrypted: no key, the wrong key, or tampered ciphertext."""
 
 
+def failed_decryption(exc: BaseException | None) -> bool:
+    """Whether a SealError is `exc` or among its causes (a store wraps it in its own error)."""
+    while exc is not None:
+        if isinstance(exc, SealError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def is_sealed(stored: str) -> bool:
     return stored.startswith(TOKEN_PREFIX)
 

@@ -115,10 +115,13 @@ class Command(BaseCommand):
             self.stdout.flush()
 
     def announce(self) -> None:
+        # Not the generated passwords' file: after a run with DEMO_PASSWORD, or an admin's change,
+        # they no longer log in; seed_demo's table says what does.
         how = (
             "the DEMO_PASSWORD"
             if os.environ.get("DEMO_PASSWORD")
-            else f"the passwords in {Path(settings.VAR_DIR) / 'demo_passwords.json'}"
+            else "the passwords seed_demo printed (`manage.py seed_demo` shows them again; "
+            "it changes no password)"
         )
         self.log("serve", f"Gatehouse is up: {settings.WEB_LOCAL_URL}/")
         self.log("serve", f"Log in as reviewer, operator or admin with {how}.")
