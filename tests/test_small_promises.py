@@ -151,6 +151,10 @@ def test_decided_requests_list_newest_decision_first_and_page_in_that_order() ->
         return [r["id"] for r in response.json()]
 
     assert listed(status="approved") == [first.pk, third.pk, second.pk]
+    # Each says when it was decided, the time the list is ordered by.
+    decided = [r["decided_at"] for r in api.get("/api/approvals", {"status": "approved"}).json()]
+    assert None not in decided and decided == sorted(decided, reverse=True)
+    assert [r["decided_at"] for r in api.get("/api/approvals").json()] == [None, None]
     assert listed(status="approved", before=first.pk) == [third.pk, second.pk]
     assert listed(status="approved", before=third.pk, limit=1) == [second.pk]
     assert listed(status="approved", after=second.pk) == [first.pk, third.pk]

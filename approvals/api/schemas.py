@@ -27,6 +27,8 @@ class ApprovalOut(Schema):
     escalated_from: str
     expires_at: Any
     created_at: Any
+    decided_at: Any = None
+    """When it was decided (a decided list's order); null while pending, and once undone."""
     undo_until: Any = None
     """While set, the decision can be undone (POST …/undo) and has not taken effect."""
     supersedes: int | None = None
@@ -57,6 +59,7 @@ class ApprovalOut(Schema):
             escalated_from=r.escalated_from,
             expires_at=r.expires_at,
             created_at=r.created_at,
+            decided_at=r.decided_at,
             undo_until=r.undo_until,
             supersedes=r.supersedes_id,
             consequential=r.consequential,
