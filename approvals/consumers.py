@@ -17,6 +17,7 @@ from django.template.loader import render_to_string
 from approvals import decision_page, events, inbox_push, selectors, thread_selectors
 from approvals.access import Access
 from approvals.actions.decisions import access_request
+from approvals.conversation import NoSuchMessages
 from approvals.forms import InboxFilterForm
 from approvals.live_groups import keep_joined
 from approvals.models import ApprovalRequest
@@ -304,6 +305,7 @@ class ThreadConsumer(RejoiningConsumer):
             return ""
         if self.whole_page:
             context.update(self._side(context["thread"]))  # its pager keeps the history's page
+            context["announce_status"] = True  # the thread page reads its status changes out
         html = render_to_string("approvals/_thread_live.html", context)
         if self.whole_page:
             html += render_to_string("approvals/_thread_side.html", context)
@@ -315,7 +317,7 @@ class ThreadConsumer(RejoiningConsumer):
         if self.whole_page:
             try:
                 return selectors.thread_context(self.thread_id, messages_before=self.messages_before)
-            except selectors.NoSuchMessages:
+            except NoSuchMessages:
                 pass
         return selectors.thread_context(self.thread_id)
 

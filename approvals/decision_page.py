@@ -25,13 +25,19 @@ RUNS_THE_CALL = (ApprovalStatus.APPROVED, ApprovalStatus.EDITED)
 DEADLINE_WAIT_MAX_MS = 86_400_000
 
 
-def decision_context(item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
+def decision_context(
+    item: ApprovalRequest, *, user: AbstractBaseUser | AnonymousUser, asked_before: str | None = None
+) -> dict[str, Any]:
     """The decision page for this user: the one context its page, its htmx answers and its
-    pushes render, so a panel pushed later shows what a reload shows."""
+    pushes render, so a panel pushed later shows what a reload shows. `asked_before`: the page
+    of the conversation as asked (selectors.record_context; raises NoSuchMessages)."""
     context: dict[str, Any] = {"item": item, "fields": edit_fields(item), "user": user}
     context.update(selectors.status_context(item, user))
-    context.update(selectors.neighbours(user, item), **selectors.proposal_context(item))
-    context.update(selectors.thread_context(item.thread_id), **selectors.record_context(item, user))
+    asked = selectors.asked_checkpoint(item)  # read once: the reasoning and the record both quote it
+    context.update(selectors.neighbours(user, item), **selectors.proposal_context(item, asked=asked))
+    # The thread now, without the thread page's side list (the decision page does not show it).
+    context.update(selectors.thread_context(item.thread_id, side_requests=False))
+    context.update(selectors.record_context(item, user, asked=asked, asked_before=asked_before))
     context.update(decider_context(item, user=user), undo_s=settings.DECISION_UNDO_S)
     # Who already signed off cannot take the request from the reviewers it now waits for.
     # Past its deadline the expiry decides it (decisions.check_decision answers 409): no buttons.

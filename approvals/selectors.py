@@ -13,10 +13,16 @@ from django.utils import timezone
 from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
-from approvals.models import RAN, ApprovalRequest, ApprovalStatus, Queue
+from approvals.conversation import (
+    ConversationItem,
+    conversation,
+    conversation_page,
+    gate_message,
+    requests_shown,
+)
+from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
-from checkpoints.backends.base import CheckpointError, CorruptCheckpoint
-from checkpoints.diff import json_object
+from checkpoints.backends.base import CheckpointData, CheckpointError, CorruptCheckpoint
 from checkpoints.store import tenant_of
 
 INBOX_LIMIT = 200  # rows rendered; the count says how many more wait
@@ -186,210 +192,92 @@ def neighbours(user: AbstractBaseUser | AnonymousUser, item: ApprovalRequest) ->
     return {"next_id": following, "prev_id": previous}
 
 
-def record_context(item: ApprovalRequest, user: AbstractBaseUser | AnonymousUser) -> dict[str, Any]:
-    """The decision page as the record of what was asked: the conversation at the request's own
-    checkpoint (not the thread's head), and the side effects already done that it may repeat."""
-    from approvals import effects
-
+def asked_checkpoint(item: ApprovalRequest) -> CheckpointData | None:
+    """The checkpoint the request was asked at (None if it cannot be read)."""
     try:
-        asked = load_checkpoint(
+        return load_checkpoint(
             thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id), agent=item.agent
         )
     except CheckpointError:
+        return None
+
+
+def record_context(
+    item: ApprovalRequest,
+    user: AbstractBaseUser | AnonymousUser,
+    *,
+    asked: CheckpointData | None,
+    asked_before: str | None = None,
+) -> dict[str, Any]:
+    """The decision page as the record of what was asked: one page of the conversation at the
+    request's own checkpoint `asked` (not the thread's head; the newest by default, back to the
+    gated call), and the side effects already done that it may repeat. Raises NoSuchMessages
+    unless `asked_before` is None or a page the conversation has (see conversation_page)."""
+    from approvals import effects
+
+    if asked is None:
         return {}
-    here = list(ApprovalRequest.objects.filter(checkpoint_id=item.checkpoint_id).select_related("decided_by"))
+    messages = asked.values.get("messages", [])
+    shown = conversation_page(len(messages), before=asked_before)
+    gate = gate_message(messages, request_=item)
+    if gate is not None and asked_before is None:
+        shown = slice(min(shown.start, gate), shown.stop)  # the gated call is never paged away
+    # An earlier page keeps the gated call in sight, below it.
+    pinned = slice(0) if gate is None or shown.start <= gate < shown.stop else slice(gate, gate + 1)
+    here = ApprovalRequest.objects.filter(checkpoint_id=item.checkpoint_id).select_related("decided_by")
     same = effects.same_effects(user, action=item.action, args=item.args, exclude=item.pk)
+    # While the thread still stands at the request, the live conversation is this one.
+    at_head = str(item.thread.head_id) == str(item.checkpoint_id)
     return {
-        # While the thread still stands at the request, the live conversation is this one.
-        "asked_conversation": None
-        if str(item.thread.head_id) == str(item.checkpoint_id)
-        else conversation(asked.values, requests=here),
+        "asked_conversation": None if at_head else _asked_items(asked.values, requests=here, shown=shown),
+        "asked_gate": []
+        if at_head or not pinned.stop
+        else _asked_items(asked.values, requests=here, shown=pinned),
+        # Positions, for the pager, as the thread page's (_thread_live.html).
+        "asked_first": shown.start + 1,
+        "asked_last": shown.stop,
+        "asked_total": len(messages),
+        "asked_older": shown.start,
+        "asked_before": "" if asked_before is None else str(shown.stop),
         "asked_step": asked.step,
         "thread_effects": [e for e in effects.thread_effects(item.thread_id) if e.request.pk != item.pk],
         "same_effects": [e for e in same if e.thread_id != item.thread_id],
     }
 
 
-def proposal_context(item: ApprovalRequest) -> dict[str, Any]:
-    """The agent's reasoning behind a gated call and the request it answers, from the gate's checkpoint."""
-    try:
-        values = load_checkpoint(
-            thread_id=item.thread_id, checkpoint_id=str(item.checkpoint_id), agent=item.agent
-        ).values
-    except CheckpointError:
-        return {}
+def _asked_items(
+    values: dict[str, Any], *, requests: QuerySet[ApprovalRequest], shown: slice
+) -> list[ConversationItem]:
     messages = values.get("messages", [])
-    reasoning, asked = "", ""
+    return conversation(values, requests=requests_shown(requests, messages, shown=shown), shown=shown)
+
+
+def proposal_context(item: ApprovalRequest, *, asked: CheckpointData | None) -> dict[str, Any]:
+    """The agent's reasoning behind a gated call and the request it answers, from the gate's
+    checkpoint `asked` (see asked_checkpoint)."""
+    if asked is None:
+        return {}
+    messages = asked.values.get("messages", [])
+    reasoning, asked_text = "", ""
     for message in messages:
         if message.get("role") == "user":
-            asked = message.get("content") or ""
+            asked_text = message.get("content") or ""
         if any(c.get("id") == item.key for c in message.get("tool_calls") or []):
             reasoning = message.get("content") or ""
             break
-    return {"reasoning": reasoning, "asked": asked}
+    return {"reasoning": reasoning, "asked": asked_text}
 
 
-@dataclass(frozen=True)
-class ConversationItem:
-    """One message as a person reads it."""
-
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]]
-    tool_call_id: str = ""
-    tool_name: str = ""
-    result: str = ""
-    """A tool's result that is a JSON object, one field per line like a call's arguments."""
-
-
-def conversation(
-    values: dict[str, Any],
-    *,
-    requests: list[ApprovalRequest] = (),  # type: ignore[assignment]
-    shown: slice = slice(None),
-) -> list[ConversationItem]:
-    """Turn stored messages (those `shown`, all by default) into display items: tool calls with
-    parsed arguments, their names, and the human decision on each gated call (with the arguments
-    it ran with, if edited). Calls pair with requests over the whole conversation, so a page of
-    it pairs as the whole would."""
-    messages = values.get("messages", [])
-    by_call = requests_by_call(messages, requests=list(requests))
-    start, end, _ = shown.indices(len(messages))
-    names: dict[str, str] = {}
-    items = []
-    for index, message in enumerate(messages[:end]):
-        for call in message.get("tool_calls") or []:
-            names[call.get("id", "")] = call.get("function", {}).get("name", "")
-        if index >= start:
-            items.append(_conversation_item(message, by_call=by_call, names=names))
-    return items
-
-
-def _conversation_item(
-    message: dict[str, Any], *, by_call: dict[str, ApprovalRequest], names: dict[str, str]
-) -> ConversationItem:
-    calls = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function", {})
-        request_ = by_call.get(call.get("id", ""))
-        args, proposed = _pretty(function.get("arguments")), ""
-        if request_ is not None and request_.status in RAN and request_.decision_args is not None:
-            # What ran is the reviewer's edit, as the ledger has it; the message may hold the proposal.
-            written = _parsed(function.get("arguments"))
-            args = _pretty(_ordered_like(request_.decision_args, written))
-            proposed = _pretty(_ordered_like(request_.args, written))
-        calls.append(
-            {
-                "id": call.get("id"),
-                "name": function.get("name"),
-                "args": args,
-                "proposed": proposed if proposed != args else "",
-                "edited": bool(call.get("edited")),
-                "request": request_,
-            }
-        )
-    return ConversationItem(
-        role=message.get("role", ""),
-        content=message.get("content") or "",
-        tool_calls=calls,
-        tool_call_id=message.get("tool_call_id", ""),
-        tool_name=names.get(message.get("tool_call_id", ""), ""),
-        result=_object_result(message),
-    )
-
-
-def requests_by_call(
-    messages: list[dict[str, Any]], *, requests: list[ApprovalRequest]
-) -> dict[str, ApprovalRequest]:
-    """The request that decided each tool call, by the call's id (the newest, when one was asked
-    again). A request's key is its call's id, except where an adapter keys its gates otherwise
-    (LangGraph: an interrupt's id and index): such a request answers the first call not yet
-    answered that has its action and proposed arguments, as the adapter matched them."""
-    calls = [c for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-    ids = {c.get("id") for c in calls}
-    found = {r.key: r for r in requests if r.key in ids}
-    replaced = {r.supersedes_id for r in requests}
-    others = [r for r in requests if r.key not in ids and r.pk not in replaced]
-    for call in calls:
-        if call.get("id") in found or not others:
-            continue
-        function = call.get("function", {})
-        name, args = function.get("name"), _parsed(function.get("arguments"))
-        match = next((r for r in others if r.action == name and r.args == args), None)
-        if match is not None:
-            others.remove(match)
-            found[call.get("id", "")] = match
-    return found
-
-
-def _ordered_like(value: Any, written: Any) -> Any:
-    """An object with its fields in the order the agent wrote the call's (the database keeps
-    them sorted), any others after."""
-    if not (isinstance(value, dict) and isinstance(written, dict)):
-        return value
-    return {k: value[k] for k in written if k in value} | value
-
-
-def _parsed(raw: Any) -> Any:
-    try:
-        return json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return raw
-
-
-def _object_result(message: dict[str, Any]) -> str:
-    """A tool message whose content is a JSON object (OpenAI's format keeps a result as text),
-    shown as its fields; any other content is shown as written."""
-    content = message.get("content")
-    if message.get("role") != "tool" or not isinstance(content, str) or not content.startswith("{"):
-        return ""
-    value = json_object(content)
-    return _pretty(value) if value else ""
-
-
-def _pretty(raw: Any) -> str:
-    """A call's arguments one per line, text as written (an email body keeps its line breaks
-    instead of showing JSON's \\n); anything that is not an object stays JSON."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except (TypeError, ValueError):
-        return str(raw)
-    if not isinstance(value, dict):
-        return json.dumps(value, indent=2, ensure_ascii=False)
-    lines = []
-    for key, item in value.items():
-        if isinstance(item, str) and "\n" in item:
-            lines.append(f"{key}:\n  " + item.replace("\n", "\n  "))
-        else:
-            lines.append(f"{key}: {item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)}")
-    return "\n".join(lines)
-
-
-CONVERSATION_PAGE = 100
-"""Messages a thread page shows at a time: a page pushed live on every step stays small."""
 SIDE_REQUESTS = 50
 """Requests the thread page's side lists, the newest; older ones are tagged on their calls."""
 
 
-class NoSuchMessages(ValueError):
-    """A page of the conversation the thread's head does not have."""
-
-
-def conversation_page(total: int, *, before: str | None) -> slice:
-    """The CONVERSATION_PAGE messages before position `before` (a query parameter: the newest
-    when None). Raises NoSuchMessages unless it is a whole number from 1 to `total`."""
-    if before is None:
-        return slice(max(0, total - CONVERSATION_PAGE), total)
-    # ASCII digits only ("²" is a digit int() refuses), and few.
-    if not (before.isascii() and before.isdecimal() and len(before) < 10 and 1 <= int(before) <= total):
-        raise NoSuchMessages(f"This conversation has no messages before {before[:20]!r}.")
-    end = int(before)
-    return slice(max(0, end - CONVERSATION_PAGE), end)
-
-
-def thread_context(thread_id: str, *, messages_before: str | None = None) -> dict[str, Any]:
+def thread_context(
+    thread_id: str, *, messages_before: str | None = None, side_requests: bool = True
+) -> dict[str, Any]:
     """What the conversation partial needs, read from the thread's head checkpoint: one page of
-    its messages (see conversation_page), the requests those need, and the newest requests."""
+    its messages (see conversation_page), the requests those need, and (`side_requests`, for the
+    thread page's side) the newest requests."""
     thread = checkpoint_selectors.thread(thread_id)
     values: dict[str, Any] = {}
     unreadable = ""
@@ -401,7 +289,7 @@ def thread_context(thread_id: str, *, messages_before: str | None = None) -> dic
     messages = values.get("messages", [])
     shown = conversation_page(len(messages), before=messages_before)
     requests = thread.approval_requests.select_related("decided_by")
-    newest = list(requests.order_by("-created_at", "-id")[:SIDE_REQUESTS])
+    newest = list(requests.order_by("-created_at", "-id")[:SIDE_REQUESTS]) if side_requests else []
     return {
         "thread": thread,
         "conversation": conversation(
@@ -417,23 +305,8 @@ def thread_context(thread_id: str, *, messages_before: str | None = None) -> dic
         "offline": bool(thread.metadata.get("offline_model")),
         "tenant": tenant_of(thread),
         "thread_requests": newest[::-1],
-        "thread_requests_more": requests.count() - len(newest),
+        "thread_requests_more": requests.count() - len(newest) if side_requests else 0,
     }
-
-
-def requests_shown(
-    requests: QuerySet[ApprovalRequest], messages: list[dict[str, Any]], *, shown: slice
-) -> list[ApprovalRequest]:
-    """The requests that may answer the shown messages' calls, oldest first: those keyed by the
-    calls' ids, and those of the calls' tools an adapter keyed otherwise (by no call's id), which
-    requests_by_call pairs in order over the whole conversation."""
-    calls = [c for m in messages[shown] for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-    if not calls:
-        return []
-    every = {c.get("id") for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)}
-    tools = {c.get("function", {}).get("name") for c in calls}
-    wanted = Q(key__in={c.get("id") for c in calls}) | (Q(action__in=tools) & ~Q(key__in=every))
-    return list(requests.filter(wanted).order_by("created_at", "id"))
 
 
 def eligible_reviewers(queue: str, *, limit: int = 200) -> list[AbstractBaseUser]:

@@ -16,8 +16,9 @@ from django.db.models.signals import post_init
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from approvals.conversation import CONVERSATION_PAGE
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.selectors import CONVERSATION_PAGE, SIDE_REQUESTS
+from approvals.selectors import SIDE_REQUESTS
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import CheckpointSource, ThreadStatus

@@ -635,7 +635,7 @@ def test_starting_a_thread_answers_with_the_thread_as_reading_it_back_does() -> 
 
 
 def test_a_tools_result_reads_as_its_fields_like_a_calls_arguments() -> None:
-    from approvals.selectors import conversation
+    from approvals.conversation import conversation
 
     call = {
         "id": "c1",

@@ -21,6 +21,7 @@ from approvals.actions.decisions import ValidDecision, access_request, check_dec
 from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
 from approvals.actions.standing import check_standing, do_create_standing, parse_until
 from approvals.actions.undo import do_undo
+from approvals.conversation import NoSuchMessages
 from approvals.forms import InboxFilterForm, args_from_post, edit_fields
 from approvals.http import AuthedRequest
 from approvals.models import ApprovalRequest
@@ -87,9 +88,15 @@ def decision(request: AuthedRequest, pk: int) -> HttpResponse:
             item = access_request(user=request.user, request_id=pk)
         except ApprovalRequest.DoesNotExist:
             return _moved_away(request, error=outcome.get("error", ""), gone=outcome.get("status") == 409)
-    else:
+    # A page of the conversation as asked (empty: the newest); a POST answers with the panel.
+    asked_before = (request.GET.get("asked_before") or None) if request.method != "POST" else None
+    try:
+        context = decision_page.decision_context(item, user=request.user, asked_before=asked_before)
+    except NoSuchMessages as exc:  # a page the conversation does not have: nothing touched
+        raise Http404(str(exc)) from exc
+    if request.method != "POST":
         do_touch_claim(item.pk, user=request.user)
-    context = {**decision_page.decision_context(item, user=request.user), **outcome}
+    context.update(outcome)
     template = "approvals/decision.html#panel" if request.htmx else "approvals/decision.html"
     return render(request, template, context, status=context.get("status", 200))
 

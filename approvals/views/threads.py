@@ -28,6 +28,7 @@ from approvals.actions.threads import (
     do_control,
     do_edit_state,
 )
+from approvals.conversation import NoSuchMessages
 from approvals.http import AuthedRequest
 from approvals.models import Policy
 from approvals.thread_forms import ThreadFilterForm, parse_state
@@ -101,7 +102,7 @@ def thread_detail(request: AuthedRequest, thread_id: str) -> HttpResponse:
         context = selectors.thread_context(
             thread.id, messages_before=request.GET.get("messages_before") or None
         )
-    except selectors.NoSuchMessages as exc:  # an earlier page the conversation does not have
+    except NoSuchMessages as exc:  # an earlier page the conversation does not have
         raise Http404(str(exc)) from exc
     try:
         context.update(
