@@ -29,6 +29,7 @@ class Change:
     """What one event changed, as the database has it now."""
 
     rows: dict[int, ApprovalRequest]  # the named requests still pending (closed or gone: absent)
+    closed: dict[int, ApprovalRequest]  # the named requests decided, expired or superseded
     counts: dict[str, tuple[int, int]]  # every queue's pending and claimed counts
     html: dict[tuple[Any, ...], str] = field(default_factory=dict)  # rendered rows, by look
     flagged: frozenset[str] | None = None  # whose "already done" flags the rows carry now
@@ -40,11 +41,17 @@ _changes: "OrderedDict[str, Change]" = OrderedDict()
 def change_for(*, event_id: str, request_ids: list[int]) -> Change:
     """The event's rows and counts, loaded by the first socket that asks."""
     if event_id not in _changes:
-        pending = ApprovalRequest.objects.filter(pk__in=request_ids, status=ApprovalStatus.PENDING)
-        rows = list(pending.select_related("thread", "claimed_by"))
+        # Closed ones too, in the same query: why a row left a list is said to who saw it leave.
+        named = ApprovalRequest.objects.filter(pk__in=request_ids)
+        loaded = list(named.select_related("thread", "claimed_by", "decided_by"))
+        rows = [r for r in loaded if r.status == ApprovalStatus.PENDING]
         if rows:
             selectors.with_asked_messages(rows)
-        _changes[event_id] = Change(rows={r.pk: r for r in rows}, counts=selectors.pending_counts())
+        _changes[event_id] = Change(
+            rows={r.pk: r for r in rows},
+            closed={r.pk: r for r in loaded if r.status != ApprovalStatus.PENDING},
+            counts=selectors.pending_counts(),
+        )
         while len(_changes) > KEEP_EVENTS:
             _changes.popitem(last=False)
     return _changes[event_id]
@@ -72,6 +79,20 @@ def row_html(change: Change, item: ApprovalRequest, *, viewer: Viewer, oob: bool
             change.flagged = closed
         context = {"item": item, "user": viewer.user, "can_claim": viewer.can_claim, "row_oob": oob}
         change.html[key] = render_to_string("approvals/inbox.html#row", context)
+    return change.html[key]
+
+
+def left_html(change: Change, pk: int, *, viewer: Viewer) -> str:
+    """What the page announces of a row that left this viewer's list: nothing for their own
+    decision (the page already said it), else why, rendered once per distinct wording."""
+    gone = change.closed.get(pk) or change.rows.get(pk)  # neither: deleted with its thread
+    if gone is not None and gone.decided_by_id is not None and gone.decided_by_id == viewer.user.pk:
+        return ""
+    visible = gone is not None and gone.queue in viewer.visible
+    key = ("left", pk, visible)
+    if key not in change.html:
+        context = {"gone_pk": pk, "gone": gone, "queue_visible": visible}
+        change.html[key] = render_to_string("approvals/inbox.html#left", context)
     return change.html[key]
 
 
@@ -112,11 +133,11 @@ class InboxView:
         if len(now) > INBOX_LIMIT:
             return None
         changed = set(request_ids)
-        parts = [
-            f'<div hx-swap-oob="delete:#approval-{pk}"></div>'
-            for pk in request_ids
-            if pk in was and pk not in now
-        ]
+        parts = []
+        for pk in request_ids:
+            if pk in was and pk not in now:
+                parts.append(f'<div hx-swap-oob="delete:#approval-{pk}"></div>')
+                parts.append(left_html(change, pk, viewer=self.viewer))
         previous = None
         for pk in sorted(now, key=now.__getitem__):
             if pk in changed:

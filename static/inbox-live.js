@@ -81,21 +81,52 @@
 })();
 
 // What a push changes is read out from the page's polite live region (_announce.html), never by moving
-// the focus: a new inbox row, and a decision someone else made on the request this page shows.
+// the focus. The server writes the words: a new inbox row's link, why a row left (pushed into
+// #announce-queue), an element whose data-announce-text changed (the thread's status, a request's
+// decision), a decision someone else made on the request this page shows. A burst of pushes is said
+// once, when it settles, and what changed back within it is not said at all.
 (function () {
   "use strict";
-  var before = null;
+  var QUIET_MS = 400, MAX_MS = 2000;
+  var before = null, burst = null, timer = null;
 
-  function say(text) {
-    var region = document.querySelector("[data-announce]");
-    if (region && text) region.textContent = text;
+  function rowIds() {
+    return Array.prototype.map.call(document.querySelectorAll("#inbox-list .inbox-row"), function (r) { return r.id; });
+  }
+  function texts() {
+    var seen = {};
+    document.querySelectorAll("[data-announce-key]").forEach(function (el) {
+      seen[el.dataset.announceKey] = el.dataset.announceText || "";
+    });
+    return seen;
+  }
+  function snapshot() {
+    return { rows: rowIds(), texts: texts(), closed: !!document.querySelector("[data-decision] .panel .closed") };
   }
 
-  function snapshot() {
-    return {
-      rows: Array.prototype.map.call(document.querySelectorAll("#inbox-list .inbox-row"), function (r) { return r.id; }),
-      closed: !!document.querySelector("[data-decision] .panel .closed"),
-    };
+  function flush() {
+    var region = document.querySelector("[data-announce]");
+    var was = burst, rows = rowIds(), now = texts(), parts = [];
+    burst = null;
+    if (!region) return;
+    if (was.closed) parts.push(was.closed);
+    Object.keys(now).forEach(function (key) {
+      if (key in was.texts && now[key] !== was.texts[key] && now[key]) parts.push(now[key]);
+    });
+    var added = rows.filter(function (id) { return was.rows.indexOf(id) < 0; });
+    var left = was.left.filter(function (item) {
+      var id = "approval-" + item.pk;
+      return was.rows.indexOf(id) >= 0 && rows.indexOf(id) < 0;
+    });
+    if (added.length === 1) {
+      parts.push(region.dataset.newOne + " " + document.getElementById(added[0]).querySelector(".row-link").textContent.trim());
+    } else if (added.length > 1) parts.push(added.length + " " + region.dataset.newMany);
+    if (left.length === 1) parts.push(left[0].text);
+    else if (left.length > 1) parts.push(left.length + " " + region.dataset.leftMany);
+    if (!parts.length) return;
+    var text = parts.join(". ");
+    // The same words again would not be read again: make them differ, invisibly.
+    region.textContent = region.textContent === text ? text + "\u00a0" : text;
   }
 
   document.addEventListener("htmx:wsBeforeMessage", function () { before = snapshot(); });
@@ -103,12 +134,17 @@
     if (!before) return;
     var was = before;
     before = null;
-    var added = Array.prototype.filter.call(document.querySelectorAll("#inbox-list .inbox-row"), function (r) {
-      return was.rows.indexOf(r.id) < 0;
-    });
-    if (added.length === 1) say("New request: " + added[0].querySelector(".row-link").textContent.trim());
-    else if (added.length > 1) say(added.length + " new requests");
+    if (!burst) burst = { rows: was.rows, texts: was.texts, closed: "", left: [], start: Date.now() };
+    var queue = document.getElementById("announce-queue");
+    if (queue) {
+      queue.querySelectorAll("[data-left]").forEach(function (el) {
+        burst.left.push({ pk: el.dataset.left, text: el.textContent.trim() });
+      });
+      queue.replaceChildren();
+    }
     var closed = document.querySelector("[data-decision] .panel .closed strong");
-    if (closed && !was.closed) say(closed.textContent.trim());
+    if (closed && !was.closed) burst.closed = closed.textContent.trim();
+    clearTimeout(timer);
+    timer = setTimeout(flush, Math.max(0, Math.min(QUIET_MS, burst.start + MAX_MS - Date.now())));
   });
 })();
