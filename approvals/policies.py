@@ -2,7 +2,8 @@
 
 Conditions run in a CEL interpreter (`common-expression-language`), never Python `eval`: they
 read the variables below and nothing else. A condition that fails at evaluation (a missing
-field, a wrong type) does not match; it is logged and the next policy is tried.
+field, a wrong type, macros too costly for the lists the call brings) fails safe: it is logged
+and no later policy decides the call, a person does.
 
     args     the proposed arguments of the call
     agent    the agent's name            tool    the gated tool's name
@@ -11,6 +12,7 @@ field, a wrong type) does not match; it is logged and the next policy is tried.
 """
 
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals import policy_cache
-from approvals.cel_scope import MACROS, TOKEN, free_names
+from approvals.cel_scope import MACROS, NAME, TOKEN, free_names
 from approvals.models import Policy, PolicyAction
 
 log = logging.getLogger(__name__)
@@ -59,32 +61,43 @@ MAX_MACRO_COST = 5_000  # estimated iterations; 300 x 300 through .map took abou
 UNKNOWN_LIST_SIZE = 50  # a list the condition reads (effects.args, an argument): its size unknown
 
 
-def _macro_cost(when: str) -> tuple[int, int]:
+def _macro_cost(when: str, *, unknown: int = UNKNOWN_LIST_SIZE) -> tuple[int, int]:
     """(deepest nesting of comprehension macros, estimated iterations): a macro over a list
-    written in the condition runs once per element, and a nested one that many times over."""
+    runs once per element, and a nested one that many times over. A list the condition reads
+    counts as `unknown` elements."""
+    plan = _macro_plan(when)
+    cost = sum(math.prod(size or unknown for size in chain) for chain in plan)
+    return max((len(chain) for chain in plan), default=0), cost
+
+
+@lru_cache(maxsize=4096)
+def _macro_plan(when: str) -> tuple[tuple[int, ...], ...]:
+    """Each macro's receiver sizes, from the outermost macro around it in: a list literal's
+    elements, or 0 for a list only known when the condition runs. Cached: gates ask it."""
     tokens = [m.group() for m in TOKEN.finditer(when) if m.lastgroup != "skip"]
     opened: list[int] = []  # the token index of each open bracket
-    macros: list[tuple[int, int]] = []  # (bracket depth its call opened, iterations so far)
-    deepest = cost = 0
+    macros: list[tuple[int, tuple[int, ...]]] = []  # (bracket depth its call opened, sizes)
+    plan: list[tuple[int, ...]] = []
     for i, token in enumerate(tokens):
         if token in "([{":
             opened.append(i)
             if i >= 2 and tokens[i - 2] == "." and tokens[i - 1] in MACROS and token == "(":
-                runs = (macros[-1][1] if macros else 1) * _receiver_size(tokens, i - 3)
-                macros.append((len(opened), runs))
-                deepest, cost = max(deepest, len(macros)), cost + runs
+                chain = (*(macros[-1][1] if macros else ()), _receiver_size(tokens, i - 3))
+                macros.append((len(opened), chain))
+                plan.append(chain)
         elif token in ")]}" and opened:
             if macros and macros[-1][0] == len(opened):
                 macros.pop()
             opened.pop()
-    return deepest, cost
+    return tuple(plan)
 
 
 def _receiver_size(tokens: list[str], end: int) -> int:
-    """The elements of the list literals in a macro's receiver ending at tokens[end] (at least
-    one), or UNKNOWN_LIST_SIZE for one the condition reads."""
-    if end < 0 or tokens[end] not in ")]}":
-        return UNKNOWN_LIST_SIZE
+    """The elements of the list literal that is a macro's receiver ending at tokens[end] (at
+    least one), or 0 for a list known only when the condition runs (one it reads, or computes
+    in parentheses or by a call, as `.map(...)`)."""
+    if end < 0 or tokens[end] not in "]}":
+        return 0
     depth, start = 0, end
     while start >= 0:  # back to the bracket that opens the receiver
         depth += tokens[start] in ")]}"
@@ -92,9 +105,25 @@ def _receiver_size(tokens: list[str], end: int) -> int:
         if depth == 0:
             break
         start -= 1
+    if start > 0 and (NAME.fullmatch(tokens[start - 1]) or tokens[start - 1] in ")]"):
+        return 0  # an index (`args.lists[0]`), not a literal
     span = tokens[start : end + 1]
     elements = sum(1 for t in span if t == "[") + sum(1 for t in span if t == ",")
     return max(elements, 1)
+
+
+def _largest_list(value: Any) -> int:
+    """The most elements of any list or map in value, however deep (a macro iterates either)."""
+    largest, stack = 0, [value]
+    while stack:  # not recursive: the arguments may nest deeper than Python's stack allows
+        item = stack.pop()
+        if isinstance(item, dict):
+            largest = max(largest, len(item))
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            largest = max(largest, len(item))
+            stack.extend(item)
+    return largest
 
 
 def condition_error(when: str) -> str:
@@ -271,24 +300,57 @@ def gate_variables(
     }
 
 
-def first_match(rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]) -> Rule | None:
-    """The first rule whose condition is true, or None. `variables(with_effects)` builds the
-    context; effects are read only when a condition mentions them (they cost a query)."""
+@dataclass(frozen=True)
+class Unevaluated:
+    """A condition that could not be evaluated on the call. Its arguments come from a model,
+    which a prompt may steer: a deny that cannot be evaluated must not let a later approve
+    decide, so no later policy decides the call; a person does."""
+
+    rule: Rule | None
+    """The policy whose condition failed; None when the call's variables are not CEL values."""
+    error: str
+
+    @property
+    def reason(self) -> str:
+        """Why no policy decided the call, as the request's pages show it."""
+        which = f"policy {self.rule.label}" if self.rule else "the policies"
+        return f"Left to a person: {which} could not be evaluated on this call ({self.error})."[:300]
+
+
+def first_match(
+    rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]
+) -> Rule | Unevaluated | None:
+    """The first rule whose condition is true, Unevaluated if a condition before it failed to
+    evaluate (or would cost too much on this call's lists), or None. `variables(with_effects)`
+    builds the context; effects are read only when a condition mentions them (a query)."""
     if not rules:
         return None
     try:
-        context = cel.Context(variables=variables(any("effects" in r.when for r in rules)))
-    except Exception:
+        values = variables(any("effects" in r.when for r in rules))
+        context = cel.Context(variables=values)
+    except Exception as exc:
         log.exception("policies not evaluated: the call's variables are not CEL values")
-        return None
+        return Unevaluated(rule=None, error=f"its variables are not CEL values: {exc}")
+    largest: int | None = None  # the longest list the call brings, measured once if a macro asks
     for rule in rules:
+        if _macro_plan(rule.when):
+            largest = _largest_list(values) if largest is None else largest
+            _, cost = _macro_cost(rule.when, unknown=max(largest, UNKNOWN_LIST_SIZE))
+            if cost > MAX_MACRO_COST:
+                return _failed(rule, f"its macros would run about {cost:,} times on this call's lists")
         try:
             result = compiled(rule.when).execute(context)
         except Exception as exc:
-            log.warning("policy %s did not match: its condition failed: %s", rule.label, exc)
-            continue
+            return _failed(rule, f"its condition failed: {exc}")
         if result is True:
             return rule
         if not isinstance(result, bool):
-            log.warning("policy %s did not match: its condition gave %r, not true/false", rule.label, result)
+            return _failed(rule, f"its condition gave {result!r:.80}, not true or false")
     return None
+
+
+def _failed(rule: Rule, error: str) -> Unevaluated:
+    log.warning(
+        "policy %s could not be evaluated, so no later policy decides the call: %s", rule.label, error
+    )
+    return Unevaluated(rule=rule, error=error)

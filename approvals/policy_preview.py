@@ -10,7 +10,7 @@ from typing import Any
 from approvals.actions.policies import EDITABLE, check_policy, groups_named, policy_facts
 from approvals.effects import RECENT, ran_requests
 from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
-from approvals.policies import Rule, effects_summary, first_match, gate_variables, load_rules
+from approvals.policies import Rule, Unevaluated, effects_summary, first_match, gate_variables, load_rules
 from approvals.presentation import LONG_TEXT, arg_rows
 from checkpoints.models import Thread
 
@@ -104,8 +104,10 @@ def candidate_rule(policy: Policy, *, groups: list[str]) -> Rule:
     )
 
 
-def outcome(rule: Rule | None) -> str:
+def outcome(rule: Rule | Unevaluated | None) -> str:
     """What a rule does at the gate, in words."""
+    if isinstance(rule, Unevaluated):  # as the gate: no policy decides, a person does
+        return f"{TO_A_PERSON}: {rule.reason.removeprefix('Left to a person: ')}"
     if rule is None:
         return TO_A_PERSON
     by = f"by {rule.label}"
@@ -140,7 +142,7 @@ def result(request_: ApprovalRequest) -> str:
 
 
 def _kind(text: str) -> str:
-    return text.split(" by ", 1)[0] if text != TO_A_PERSON else text
+    return TO_A_PERSON if text.startswith(TO_A_PERSON) else text.split(" by ", 1)[0]
 
 
 def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
@@ -170,6 +172,8 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
         variables = _variables(request_, metadata.get(request_.thread_id) or {}, effects=effects)
         deciding = first_match(applying, variables=variables)
         would = outcome(deciding)
+        # The rule behind the outcome: the one that decides, or the one that failed to evaluate.
+        behind = deciding.rule if isinstance(deciding, Unevaluated) else deciding
         counts[_kind(would)] = counts.get(_kind(would), 0) + 1
         then = happened(request_)
         if _kind(would) != _kind(then):  # the same decision by a new version is no change
@@ -182,7 +186,7 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
                     happened=then,
                     result=result(request_),
                     would=would,
-                    by_candidate=deciding is not None and deciding.id == candidate.id,
+                    by_candidate=behind is not None and behind.id == candidate.id,
                 )
             )
     return Preview(considered=len(recent), changed=changed, counts=counts)

@@ -1,5 +1,6 @@
 """Policies at the gate: the first matching policy approves, denies, routes or requires N
-approvers for each request just opened. Runs inside the step's transaction."""
+approvers for each request just opened; one whose condition cannot be evaluated leaves the
+request to a person, saying why. Runs inside the step's transaction."""
 
 import logging
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from approvals.actions.audit import audit_request
 from approvals.actions.decisions import do_decide_by_policy
 from approvals.effects import thread_effects
 from approvals.models import ApprovalRequest, Policy, PolicyAction
-from approvals.policies import Rule, effects_summary, first_match, gate_variables, rules_for
+from approvals.policies import Rule, Unevaluated, effects_summary, first_match, gate_variables, rules_for
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
 from checkpoints.backends.orm import prepared
@@ -30,7 +31,9 @@ def do_apply_policies(requests: list[ApprovalRequest], *, thread_id: str, agent:
     thread = _Thread(thread_id)
     for request_ in requests:
         rule = _rule_for(request_, agent=agent, thread=thread)
-        if rule is not None:
+        if isinstance(rule, Unevaluated):
+            _leave_to_a_person(request_, failed=rule)
+        elif rule is not None:
             decided |= _apply(request_, rule=rule)
     return decided
 
@@ -46,7 +49,7 @@ class _Thread:
         return get_backend().get_thread(thread_id=self.id)
 
 
-def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule | None:
+def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule | Unevaluated | None:
     """The first matching rule in force. If the matched policy changed since the rules were read
     (a change committed after this gate read the policies' generation), read them from the
     database and match again; if it changed again meanwhile, no rule decides: a person does."""
@@ -56,7 +59,7 @@ def _rule_for(request_: ApprovalRequest, *, agent: str, thread: _Thread) -> Rule
             return None
         metadata = (thread.data.metadata or {}) if _reads_thread(rules) else {}
         rule, stale = _first_in_force(rules, variables=_variables(request_, agent=agent, metadata=metadata))
-        if rule is None or not stale:
+        if not isinstance(rule, Rule) or not stale:
             return rule
         log.info("policy %s changed since this gate read it; reading the policies again", rule.label)
     return None
@@ -71,18 +74,18 @@ def _rules(tool: str, *, agent: str, thread: _Thread, fresh: bool) -> list[Rule]
 
 def _first_in_force(
     rules: list[Rule], *, variables: Callable[[bool], dict[str, Any]]
-) -> tuple[Rule | None, bool]:
+) -> tuple[Rule | Unevaluated | None, bool]:
     """The first matching rule and whether it is stale (then it must not decide); if not, its
     policy is held to the caller's commit. The rules may be older than a change committed after
     the gate read the policies' generation: a deleted policy is skipped, as if read after its
     deletion, and the next tried; an edited, disabled or expired one is stale."""
-    while (rule := first_match(rules, variables=variables)) is not None:
+    while isinstance(rule := first_match(rules, variables=variables), Rule):
         held = _hold_policy(rule)
         if held is None:
             rules = [r for r in rules if r.id != rule.id]
         else:
             return rule, not held
-    return None, False
+    return rule, False  # None, or a condition that failed: not held, it decides nothing
 
 
 def _hold_policy(rule: Rule) -> bool | None:
@@ -126,6 +129,12 @@ def _variables(request_: ApprovalRequest, *, agent: str, metadata: dict[str, Any
         )
 
     return build
+
+
+def _leave_to_a_person(request_: ApprovalRequest, *, failed: Unevaluated) -> None:
+    """Say on the request why no policy decided it; it stays in the queue it was raised in."""
+    request_.status_reason = failed.reason
+    request_.save(update_fields=["status_reason"])
 
 
 def _apply(request_: ApprovalRequest, *, rule: Rule) -> bool:

@@ -151,7 +151,10 @@ def policy_note(item: Any) -> str:
     from approvals.actions.signoffs import describe_signoffs, needs_signoffs
 
     if not getattr(item, "policy_name", ""):
-        return describe_signoffs(item) if item.is_pending and needs_signoffs(item) else ""
+        if item.is_pending and needs_signoffs(item):
+            return describe_signoffs(item)
+        # A policy that could not be evaluated left it to a person (an escalation says its own why).
+        return item.status_reason if item.is_pending and not item.escalated_from else ""
     label = item.policy_label
     if item.decided_by_id is None and item.is_decided:
         return f"{item.status} automatically by policy {label}"

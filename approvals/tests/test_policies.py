@@ -1,5 +1,6 @@
 """Policies at the gate: approve, deny, route, require; CEL conditions refused when they do not
-compile, skipped (and logged) when they fail to evaluate; every change and decision in the ledger."""
+compile, failing safe (to a person, logged) when they fail to evaluate; every change and
+decision in the ledger."""
 
 import json
 import logging
@@ -256,7 +257,7 @@ def test_route_without_a_queue_and_require_without_approvers_are_refused() -> No
     assert "approvers" in error.value.errors
 
 
-def test_a_condition_that_fails_to_evaluate_does_not_match_and_is_logged(
+def test_a_condition_that_fails_to_evaluate_leaves_the_call_to_a_person_and_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     policy("missing field", "args.currency == 'EUR'", "deny", order=1)
@@ -265,9 +266,9 @@ def test_a_condition_that_fails_to_evaluate_does_not_match_and_is_logged(
     with caplog.at_level(logging.WARNING, logger="approvals.policies"):
         request_ = refund(100)
 
-    assert request_.status == ApprovalStatus.APPROVED
-    assert request_.policy_name == "small refunds"
-    assert "policy 'missing field' v1 did not match" in caplog.text
+    assert (request_.status, request_.policy_name) == (ApprovalStatus.PENDING, "")
+    assert "policy 'missing field' v1 could not be evaluated" in request_.status_reason
+    assert "policy 'missing field' v1 could not be evaluated" in caplog.text
 
 
 def test_conditions_see_agent_tool_thread_and_now() -> None:
