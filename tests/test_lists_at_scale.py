@@ -151,7 +151,8 @@ def requests_raised(
     count: int, *, status: str, queue: str = "default", start: int = 0
 ) -> list[ApprovalRequest]:
     """`count` requests of one gate's thread, raised an hour apart from T0 + `start` hours, two
-    at a time at the same instant (so ties are broken by id)."""
+    at a time at the same instant (so ties are broken by id); a decided one decided a minute after
+    it was raised, so its list's order (by decision) is the order raised."""
     gate = make_gate()
     fields = {
         f.attname: getattr(gate, f.attname)
@@ -164,7 +165,10 @@ def requests_raised(
     )
     for n, request_ in enumerate(made):
         request_.created_at = T0 + timedelta(hours=start + n // 2)
-        ApprovalRequest.objects.filter(pk=request_.pk).update(created_at=request_.created_at)
+        decided_at = None if status == ApprovalStatus.PENDING else request_.created_at + timedelta(minutes=1)
+        ApprovalRequest.objects.filter(pk=request_.pk).update(
+            created_at=request_.created_at, decided_at=decided_at
+        )
     ApprovalRequest.objects.filter(pk=gate.pk).delete()
     return made
 
