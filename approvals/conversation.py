@@ -80,6 +80,11 @@ def _conversation_item(
     )
 
 
+def tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every tool call of the messages, in order."""
+    return [c for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+
+
 def requests_by_call(
     messages: list[dict[str, Any]], *, requests: list[ApprovalRequest]
 ) -> dict[str, ApprovalRequest]:
@@ -87,7 +92,7 @@ def requests_by_call(
     again). A request's key is its call's id, except where an adapter keys its gates otherwise
     (LangGraph: an interrupt's id and index): such a request answers the first call not yet
     answered that has its action and proposed arguments, as the adapter matched them."""
-    calls = [c for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    calls = tool_calls(messages)
     ids = {c.get("id") for c in calls}
     found = {r.key: r for r in requests if r.key in ids}
     replaced = {r.supersedes_id for r in requests}
@@ -173,24 +178,33 @@ def requests_shown(
     """The requests that may answer the shown messages' calls, oldest first: those keyed by the
     calls' ids, and those of the calls' tools an adapter keyed otherwise (by no call's id), which
     requests_by_call pairs in order over the whole conversation."""
-    calls = [c for m in messages[shown] for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    calls = tool_calls(messages[shown])
     if not calls:
         return []
-    every = {c.get("id") for m in messages for c in m.get("tool_calls") or [] if isinstance(c, dict)}
+    every = {c.get("id") for c in tool_calls(messages)}
     tools = {c.get("function", {}).get("name") for c in calls}
     wanted = Q(key__in={c.get("id") for c in calls}) | (Q(action__in=tools) & ~Q(key__in=every))
     return list(requests.filter(wanted).order_by("created_at", "id"))
+
+
+def shown_conversation(
+    values: dict[str, Any], *, requests: QuerySet[ApprovalRequest], shown: slice
+) -> list[ConversationItem]:
+    """The `shown` messages as display items, reading of `requests` only those they need."""
+    messages = values.get("messages", [])
+    return conversation(values, requests=requests_shown(requests, messages, shown=shown), shown=shown)
 
 
 def gate_message(messages: list[dict[str, Any]], *, request_: ApprovalRequest) -> int | None:
     """The position of the message carrying the request's call, in the conversation at its gate:
     the call whose id is its key, else (an adapter keyed it otherwise) the newest call of its tool."""
     for index in range(len(messages) - 1, -1, -1):
-        calls = [c for c in messages[index].get("tool_calls") or [] if isinstance(c, dict)]
-        if any(c.get("id") == request_.key for c in calls):
+        if any(c.get("id") == request_.key for c in tool_calls(messages[index : index + 1])):
             return index
     for index in range(len(messages) - 1, -1, -1):
-        calls = [c for c in messages[index].get("tool_calls") or [] if isinstance(c, dict)]
-        if any(c.get("function", {}).get("name") == request_.action for c in calls):
+        if any(
+            c.get("function", {}).get("name") == request_.action
+            for c in tool_calls(messages[index : index + 1])
+        ):
             return index
     return None

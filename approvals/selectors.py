@@ -13,13 +13,7 @@ from django.utils import timezone
 from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
-from approvals.conversation import (
-    ConversationItem,
-    conversation,
-    conversation_page,
-    gate_message,
-    requests_shown,
-)
+from approvals.conversation import conversation_page, gate_message, shown_conversation
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData, CheckpointError, CorruptCheckpoint
@@ -229,10 +223,12 @@ def record_context(
     # While the thread still stands at the request, the live conversation is this one.
     at_head = str(item.thread.head_id) == str(item.checkpoint_id)
     return {
-        "asked_conversation": None if at_head else _asked_items(asked.values, requests=here, shown=shown),
+        "asked_conversation": None
+        if at_head
+        else shown_conversation(asked.values, requests=here, shown=shown),
         "asked_gate": []
         if at_head or not pinned.stop
-        else _asked_items(asked.values, requests=here, shown=pinned),
+        else shown_conversation(asked.values, requests=here, shown=pinned),
         # Positions, for the pager, as the thread page's (_thread_live.html).
         "asked_first": shown.start + 1,
         "asked_last": shown.stop,
@@ -243,13 +239,6 @@ def record_context(
         "thread_effects": [e for e in effects.thread_effects(item.thread_id) if e.request.pk != item.pk],
         "same_effects": [e for e in same if e.thread_id != item.thread_id],
     }
-
-
-def _asked_items(
-    values: dict[str, Any], *, requests: QuerySet[ApprovalRequest], shown: slice
-) -> list[ConversationItem]:
-    messages = values.get("messages", [])
-    return conversation(values, requests=requests_shown(requests, messages, shown=shown), shown=shown)
 
 
 def proposal_context(item: ApprovalRequest, *, asked: CheckpointData | None) -> dict[str, Any]:
@@ -292,9 +281,7 @@ def thread_context(
     newest = list(requests.order_by("-created_at", "-id")[:SIDE_REQUESTS]) if side_requests else []
     return {
         "thread": thread,
-        "conversation": conversation(
-            values, requests=requests_shown(requests, messages, shown=shown), shown=shown
-        ),
+        "conversation": shown_conversation(values, requests=requests, shown=shown),
         # Positions, for the pager: "messages 1,901 to 2,000 of 2,000", the link to the page before.
         "messages_first": shown.start + 1,
         "messages_last": shown.stop,
