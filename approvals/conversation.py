@@ -2,10 +2,13 @@
 call, and the pages a long conversation is shown in."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, F, Func, Q, QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 
 from approvals.models import RAN, ApprovalRequest
 from checkpoints.diff import json_object
@@ -172,18 +175,43 @@ def conversation_page(total: int, *, before: str | None) -> slice:
     return slice(max(0, end - CONVERSATION_PAGE), end)
 
 
+class OneOf(Func):
+    """`field IN values`, the values bound as one parameter (a Postgres array; JSON that SQLite
+    reads with json_each), so a thread of any length fits the databases' limits (SQLite's 32,766
+    parameters a statement, Postgres' 65,535)."""
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, field: str, values: Iterable[Any]) -> None:
+        super().__init__(F(field))
+        self.values = sorted({v for v in values if isinstance(v, str)})  # a call without an id has none
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        return f"({column} = ANY(%s))", (*params, self.values)
+
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        return f"({column} IN (SELECT value FROM json_each(%s)))", (*params, json.dumps(self.values))
+
+
 def requests_shown(
-    requests: QuerySet[ApprovalRequest], messages: list[dict[str, Any]], *, shown: slice
+    requests: QuerySet[ApprovalRequest], messages: list[dict[str, Any]], *, shown: Iterable[slice]
 ) -> list[ApprovalRequest]:
-    """The requests that may answer the shown messages' calls, oldest first: those keyed by the
-    calls' ids, and those of the calls' tools an adapter keyed otherwise (by no call's id), which
-    requests_by_call pairs in order over the whole conversation."""
-    calls = tool_calls(messages[shown])
+    """The requests that may answer the calls of the `shown` parts of the messages, oldest first,
+    in one query: those keyed by the calls' ids, and those of the calls' tools an adapter keyed
+    otherwise (by no call's id), which requests_by_call pairs in order over the whole conversation."""
+    calls = [c for part in shown for c in tool_calls(messages[part])]
     if not calls:
         return []
-    every = {c.get("id") for c in tool_calls(messages)}
+    every = (c.get("id") for c in tool_calls(messages))
     tools = {c.get("function", {}).get("name") for c in calls}
-    wanted = Q(key__in={c.get("id") for c in calls}) | (Q(action__in=tools) & ~Q(key__in=every))
+    wanted = Q(OneOf("key", (c.get("id") for c in calls))) | (Q(action__in=tools) & ~OneOf("key", every))
     return list(requests.filter(wanted).order_by("created_at", "id"))
 
 
@@ -191,8 +219,19 @@ def shown_conversation(
     values: dict[str, Any], *, requests: QuerySet[ApprovalRequest], shown: slice
 ) -> list[ConversationItem]:
     """The `shown` messages as display items, reading of `requests` only those they need."""
+    [items] = shown_conversations(values, requests=requests, shown=[shown])
+    return items
+
+
+def shown_conversations(
+    values: dict[str, Any], *, requests: QuerySet[ApprovalRequest], shown: list[slice]
+) -> list[list[ConversationItem]]:
+    """Each of the `shown` parts of the messages as display items, reading of `requests` only
+    those they need, in one query. A request another part needed pairs with no call of this one
+    (by id, or by the tool an adapter keyed it under, whose requests every part reads alike)."""
     messages = values.get("messages", [])
-    return conversation(values, requests=requests_shown(requests, messages, shown=shown), shown=shown)
+    needed = requests_shown(requests, messages, shown=shown)
+    return [conversation(values, requests=needed, shown=part) for part in shown]
 
 
 def gate_message(messages: list[dict[str, Any]], *, request_: ApprovalRequest) -> int | None:

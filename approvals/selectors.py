@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents.loading import load_checkpoint
 from agents.registry import registry
 from approvals.access import Access, reviewers_who_may_decide
-from approvals.conversation import conversation_page, gate_message, shown_conversation
+from approvals.conversation import conversation_page, gate_message, shown_conversation, shown_conversations
 from approvals.models import ApprovalRequest, ApprovalStatus, Queue
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData, CheckpointError, CorruptCheckpoint
@@ -222,13 +222,13 @@ def record_context(
     same = effects.same_effects(user, action=item.action, args=item.args, exclude=item.pk)
     # While the thread still stands at the request, the live conversation is this one.
     at_head = str(item.thread.head_id) == str(item.checkpoint_id)
+    # The page and the pinned gated call read their requests in one query.
+    page, gate_items = (
+        (None, []) if at_head else shown_conversations(asked.values, requests=here, shown=[shown, pinned])
+    )
     return {
-        "asked_conversation": None
-        if at_head
-        else shown_conversation(asked.values, requests=here, shown=shown),
-        "asked_gate": []
-        if at_head or not pinned.stop
-        else shown_conversation(asked.values, requests=here, shown=pinned),
+        "asked_conversation": page,
+        "asked_gate": gate_items,
         # Positions, for the pager, as the thread page's (_thread_live.html).
         "asked_first": shown.start + 1,
         "asked_last": shown.stop,

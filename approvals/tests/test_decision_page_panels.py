@@ -1,9 +1,14 @@
 """The decision panel as a page and its pushes show it: a superseded request's panel learns
 of the request that asks it again, however late that one is linked; a request past its
-deadline offers no decision that would only be refused. Django's test client, and the
-consumer's own render (approvals.consumers.ThreadConsumer), without a socket."""
+deadline offers no decision that would only be refused; the page costs a fixed number of
+queries, an earlier page of the conversation as asked (the gated call pinned below it) no more
+than the newest. Django's test client, and the consumer's own render
+(approvals.consumers.ThreadConsumer), without a socket."""
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,6 +21,7 @@ from approvals.consumers import ThreadConsumer
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.tests.helpers import gate_with_expiry
 from tests.factories import make_gate, make_user
+from tests.test_decision_page_scale import asked_deep
 
 pytestmark = pytest.mark.django_db
 
@@ -111,3 +117,46 @@ def test_a_request_before_its_deadline_still_offers_its_decisions(monkeypatch: p
     assert "This request expired" not in page
     for offer in ('value="approve"', 'value="edit"', 'value="reject"', 'value="claim"'):
         assert offer in page
+
+
+DECISION_PAGE_QUERIES = 16
+"""A reviewer's decision page of a thread waiting at the request: the session, the user and their
+groups and queues, the request, its checkpoint and values, its neighbours in the queue, the
+thread, the requests its conversation shows, effects done, policies, the claim's touch."""
+MOVED_ON_QUERIES = DECISION_PAGE_QUERIES + 3
+"""The same once the thread moved on: the head and its values as well, and the requests the
+conversation as asked shows (with the gated call pinned below an earlier page: one query)."""
+
+NumQueries = Callable[[int], AbstractContextManager[Any]]
+
+
+def test_the_decision_page_costs_a_fixed_number_of_queries(django_assert_num_queries: NumQueries) -> None:
+    item = make_gate()
+    client = Client()
+    client.force_login(make_user("rita", "reviewer"))
+    client.get(f"/approvals/{item.pk}/")  # caches warm (the agent registry)
+
+    with django_assert_num_queries(DECISION_PAGE_QUERIES):
+        response = client.get(f"/approvals/{item.pk}/")
+
+    assert response.status_code == 200
+
+
+def test_an_earlier_page_of_the_conversation_as_asked_reads_its_requests_and_the_pinned_calls_in_one_query(
+    django_assert_num_queries: NumQueries,
+) -> None:
+    # The thread moved on: the page shows the conversation as asked beside the thread now.
+    item = asked_deep(turns=150, statuses={"call_10": ApprovalStatus.REJECTED})
+    client = Client()
+    client.force_login(make_user("rita", "reviewer"))
+    client.get(f"/approvals/{item.pk}/")  # caches warm (the agent registry)
+    pages = []
+
+    for query in ({}, {"asked_before": "52"}):
+        with django_assert_num_queries(MOVED_ON_QUERIES):
+            pages.append(client.get(f"/approvals/{item.pk}/", query).content.decode())
+
+    newest, earlier = pages
+    assert "data-asked-gate" not in newest  # the gated call is on the newest page itself
+    gate = earlier[earlier.index("data-asked-gate") :]
+    assert "the gated call" in gate and 'class="tag decision-approved">approved' in gate
