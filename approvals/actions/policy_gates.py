@@ -22,6 +22,8 @@ from checkpoints.backends.orm import prepared
 log = logging.getLogger(__name__)
 POLICIES = Policy._meta.db_table
 UNTIL = Policy._meta.get_field("until")
+POLICY_FAILED = "policy.failed"
+"""The ledger's event for a gate left to a person because a policy could not be evaluated."""
 
 
 def do_apply_policies(requests: list[ApprovalRequest], *, thread_id: str, agent: str) -> bool:
@@ -132,9 +134,21 @@ def _variables(request_: ApprovalRequest, *, agent: str, metadata: dict[str, Any
 
 
 def _leave_to_a_person(request_: ApprovalRequest, *, failed: Unevaluated) -> None:
-    """Say on the request why no policy decided it; it stays in the queue it was raised in."""
+    """Say on the request why no policy decided it; it stays in the queue it was raised in. The
+    ledger records which policy (and version) failed and why, in the gate's transaction: an
+    auditor asking why a person had to decide finds it there, chained with the rest."""
     request_.status_reason = failed.reason
     request_.save(update_fields=["status_reason"])
+    rule = failed.rule
+    audit_request(
+        request_,
+        actor=None,
+        action=POLICY_FAILED,
+        data={
+            "policy": {"id": rule.id, "name": rule.name, "version": rule.version} if rule else None,
+            "error": failed.error,
+        },
+    )
 
 
 def _apply(request_: ApprovalRequest, *, rule: Rule) -> bool:

@@ -149,12 +149,17 @@ def policy_note(item: Any) -> str:
     """What a policy did to a request, in words: "approved automatically by policy 'small
     refunds' v3", "1 of 2 approvals: rita", "routed here by policy 'big refunds' v1" ("" if none)."""
     from approvals.actions.signoffs import describe_signoffs, needs_signoffs
+    from approvals.policies import LEFT_TO_A_PERSON
 
     if not getattr(item, "policy_name", ""):
         if item.is_pending and needs_signoffs(item):
             return describe_signoffs(item)
-        # A policy that could not be evaluated left it to a person (an escalation says its own why).
-        return item.status_reason if item.is_pending and not item.escalated_from else ""
+        # A policy that could not be evaluated left it to a person (an escalation says its own
+        # why): said while it waits, and kept on its record once a person has decided.
+        if item.escalated_from:
+            return ""
+        left = item.status_reason.startswith(LEFT_TO_A_PERSON)
+        return item.status_reason if item.is_pending or left else ""
     label = item.policy_label
     if item.decided_by_id is None and item.is_decided:
         return f"{item.status} automatically by policy {label}"

@@ -4,14 +4,20 @@ save and at preview, before it is run even once. Over the HTTP API and the admin
 (Django's test client)."""
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.test import Client
 
+from agents.examples.agents import ConversationState
+from agents.prebuilt import ToolAgent
+from agents.registry import registry
+from agents.tools import Approval, Decision, tool
+from approvals.actions.policies import do_create_policy
 from approvals.actions.tokens import do_create_token
-from approvals.models import Policy
+from approvals.models import ApprovalStatus, Policy
 from approvals.tests.test_policy_preview import FORM
-from tests.factories import make_user
+from tests.factories import make_gate, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -65,3 +71,47 @@ def test_macros_over_what_the_call_brings_or_short_lists_are_still_accepted(when
     response = admin_api().post("/api/policies", {**BODY, "when": when}, content_type="application/json")
 
     assert response.status_code == 201, response.content
+
+
+BATCH_AGENT, BATCH_TOOL = "batches-test", "send_batch"
+
+
+@tool(approval=Approval(queue="batches", decisions=(Decision.APPROVE, Decision.REJECT)))
+def send_batch(ids: list[int], allowed: list[int]) -> str:
+    """Send a batch of ids, checked against the allowed ones."""
+    return "sent"
+
+
+@pytest.fixture
+def batch_agent() -> Iterator[None]:
+    registry.register(ToolAgent(name=BATCH_AGENT, state=ConversationState, tools=[send_batch]))
+    try:
+        yield
+    finally:
+        registry.unregister(BATCH_AGENT)
+
+
+def test_a_list_read_inside_a_macro_counts_its_length_at_the_gate(batch_agent: None) -> None:
+    # Each `x in args.allowed` copies and scans the list: 3,000 x 3,000 took about a second
+    # inside the step, estimated at 3,000 iterations. Now it is refused at once, as costly.
+    when = "!args.ids.all(x, x in args.allowed)"
+    do_create_policy(
+        actor=None,
+        fields={
+            "name": "known ids",
+            "agent": BATCH_AGENT,
+            "tool": BATCH_TOOL,
+            "when": when,
+            "action": "deny",
+        },
+        groups=None,
+    )
+    many = list(range(3_000))
+
+    costly = make_gate(agent=BATCH_AGENT, action=BATCH_TOOL, args={"ids": many, "allowed": many})
+    short = make_gate(agent=BATCH_AGENT, action=BATCH_TOOL, args={"ids": [1, 2], "allowed": [1, 3]})
+
+    assert (costly.status, costly.policy_name) == (ApprovalStatus.PENDING, "")
+    assert "policy 'known ids' v1 could not be evaluated" in costly.status_reason
+    assert "would run about 9,003,000 times" in costly.status_reason
+    assert (short.status, short.policy_name) == (ApprovalStatus.REJECTED, "known ids")  # 2 is not allowed

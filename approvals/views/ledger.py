@@ -1,6 +1,7 @@
 """The audit ledger for admins: read and filter it, export it as CSV, verify the chain."""
 
 import csv
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -13,6 +14,7 @@ from approvals.access import Access
 from approvals.actions.ledger import LedgerFilter, csv_rows, filtered_events, verify_ledger
 from approvals.forms import LedgerFilterForm
 from approvals.http import AuthedRequest
+from approvals.models import AuditEvent, Policy
 from checkpoints import selectors as checkpoint_selectors
 
 PAGE_SIZE = 50
@@ -38,10 +40,19 @@ def ledger(request: AuthedRequest) -> HttpResponse:
         context["deleted_threads"] = checkpoint_selectors.missing_threads(
             {e.thread_id for e in page if e.thread_id}
         )
+        context["live_policies"] = _live_policies(page)
     if request.GET.get("verify"):
         context["report"] = verify_ledger()
     template = "approvals/ledger.html#results" if request.htmx else "approvals/ledger.html"
     return render(request, template, context, status=200 if filters is not None else 400)
+
+
+def _live_policies(events: Iterable[AuditEvent]) -> set[int]:
+    """The policies the events name (a policy's change, decision or failure) that still exist:
+    their entries link to them; a deleted one's name and version stay in the entry."""
+    named = {p.get("id") for e in events if isinstance(p := e.data.get("policy"), dict)}
+    ids = {i for i in named if isinstance(i, int)}
+    return set(Policy.objects.filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
 
 
 class _Echo:
