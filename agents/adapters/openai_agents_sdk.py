@@ -93,11 +93,20 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
 
     state_type = OpenAIAgentsState
 
-    def __init__(self, *, max_turns: int | None = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        context: Callable[[GatehouseDeps], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """`max_turns` is `Runner.run`'s (None: no limit), for every segment of a run: a run
-        resumed after its approvals keeps counting its turns."""
+        resumed after its approvals keeps counting its turns. `context` builds the run's context
+        (the tools' `ctx.context`) from the step's GatehouseDeps (your own context object,
+        holding it for `run_once`); without it the context is the GatehouseDeps itself."""
         super().__init__(**kwargs)
         self.max_turns = max_turns
+        self.context = context
 
     edit_note = (
         "An OpenAI Agents SDK thread: the SDK's run state and input items are what the model "
@@ -127,7 +136,13 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         return validated.model_dump(mode="json")
 
     def definition_errors(self) -> list[str]:
-        errors = super().definition_errors()
+        return super().definition_errors() + self.framework_errors()
+
+    def framework_errors(self) -> list[str]:
+        """What in the SDK agent a gate cannot cover: refused by `manage.py check`, and again by
+        every segment before it runs (a worker runs no system checks), so no call that needs a
+        person's approval, or reaches a tool that should, ever runs without one."""
+        errors = []
         for action in self.gates:
             tool = self._tool(action)
             if tool is None:
@@ -136,13 +151,24 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
                 errors.append(f"tool {action!r} is gated here: declare it function_tool(needs_approval=True)")
             elif _arguments_model(tool) is None:
                 errors.append(f"tool {action!r}: declare it with function_tool, so edits are checked")
+        names = [getattr(tool, "name", None) for tool in self.agent.tools]
+        for name in sorted({n for n in names if n is not None and names.count(n) > 1}):
+            # The SDK calls the last tool of a name; the gate would be checked on the first.
+            errors.append(f"tool name {name!r} is used twice: give each tool its own name")
         for tool in self.agent.tools:
             if getattr(tool, "needs_approval", False) is not False and tool.name not in self.gates:
                 errors.append(f"tool {tool.name!r} needs approval: name it in gates, with its queue")
-        if self.agent.handoffs:
-            errors.append("handoffs are not supported: a segment runs one agent")
         if self.max_turns is not None and not (isinstance(self.max_turns, int) and self.max_turns > 0):
             errors.append(f"max_turns is {self.max_turns!r}: give a number of turns over 0, or None")
+        for where, agent in _agents_run(self.agent):
+            errors += _unsupported(agent, where=where)
+            errors += [
+                f"{where}its tool {tool.name!r} is gated here but not there, so it would run unasked: "
+                "give that tool to this agent only"
+                for tool in (agent.tools if where else [])
+                if getattr(tool, "name", None) in self.gates
+                and getattr(tool, "needs_approval", False) is False
+            ]
         for tool, inner, gated in _gated_in_agent_tools(self.agent):
             errors.append(
                 f"tool {tool!r} runs agent {inner!r}, whose tool {gated!r} needs approval: a call "
@@ -194,12 +220,15 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
+        if problems := self.framework_errors():  # registered although `manage.py check` says no
+            raise RuntimeError(f"agent {self.name!r} cannot run: {'; '.join(problems)}")
         if state.state_format != STATE_FORMAT:
             raise ValueError(f"state is {state.state_format!r}; this version reads {STATE_FORMAT!r}")
         errors = RuntimeErrors()
         deps = errors.watching(GatehouseDeps.of(ctx))
+        context = self.context(deps) if self.context is not None else deps
         try:
-            result, run_state = _in_a_fresh_loop(self._run(state, deps, ctx.decisions, errors))
+            result, run_state = _in_a_fresh_loop(self._run(state, context, ctx.decisions, errors))
         except llm.TRANSIENT as exc:  # 5xx, 429, no connection: the step may be retried
             raise llm.ModelUnavailable(f"model unavailable: {exc}") from exc
         shown = _items_shown(state.run_state)  # a resumed run's new_items repeat the stored ones
@@ -218,7 +247,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
 
     async def _run(
-        self, state: Any, deps: GatehouseDeps, decisions: dict[str, HumanDecision], errors: RuntimeErrors
+        self, state: Any, context: Any, decisions: dict[str, HumanDecision], errors: RuntimeErrors
     ) -> tuple[Any, dict[str, Any] | None]:
         provider = _ChatCompletions()
         config = sdk.RunConfig(
@@ -229,14 +258,14 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         )
         try:
             if state.run_state:
-                todo = await self._resumed(state.run_state, deps, decisions)
+                todo = await self._resumed(state.run_state, context, decisions)
             else:
                 todo = [
                     *state.history,
                     *([{"role": "user", "content": state.prompt}] if state.prompt else []),
                 ]
             result = await sdk.Runner.run(
-                self.agent, todo, context=deps, run_config=config, max_turns=self.max_turns
+                self.agent, todo, context=context, run_config=config, max_turns=self.max_turns
             )
             waiting = (
                 result.to_state().to_json(context_serializer=_no_context) if result.interruptions else None
@@ -249,7 +278,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
         return result, waiting
 
     async def _resumed(
-        self, stored: dict[str, Any], deps: GatehouseDeps, decisions: dict[str, HumanDecision]
+        self, stored: dict[str, Any], context: Any, decisions: dict[str, HumanDecision]
     ) -> Any:
         """The stored run with the reviewers' decisions applied, and only theirs."""
         stored = _without_approvals(stored)
@@ -257,7 +286,7 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             if decision.kind == Decision.EDIT:  # approved as edited: see _edited
                 stored = _edited(stored, call_id=key, args=decision.args or {})
         run_state = await sdk.RunState.from_json(
-            self.agent, stored, context_override=sdk.RunContextWrapper(context=deps)
+            self.agent, stored, context_override=sdk.RunContextWrapper(context=context)
         )
         # A stored state is a document anyone with an import or an old checkpoint may have
         # written: the SDK runs a call it finds approved there, so only Gatehouse's decisions count.
@@ -274,6 +303,51 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
             else:
                 run_state.reject(item, rejection_message=rejection_text(decided))
         return run_state
+
+
+def _agents_run(agent: Any) -> list[tuple[str, Any]]:
+    """(how it is reached, the agent) for `agent` and every agent it runs as a tool, nested."""
+    found: list[tuple[str, Any]] = [("", agent)]
+    seen = {id(agent)}
+    for where, outer in found:
+        for tool in outer.tools:
+            inner = getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
+            if inner is not None and id(inner) not in seen:
+                seen.add(id(inner))
+                found.append((f"{where}tool {tool.name!r} runs agent {inner.name!r}: ", inner))
+    return found
+
+
+def _unsupported(agent: Any, *, where: str) -> list[str]:
+    """What of `agent` a segment cannot run through its gates: each would run another agent's
+    tools, or tools Gatehouse does not see (nor gate), or fail at the first model call."""
+    errors = []
+    if not (agent.model is None or isinstance(agent.model, str)):
+        # Its client was built for one event loop; each segment runs on a loop of its own.
+        errors.append(
+            f"{where}model is a {type(agent.model).__name__} object: name the model (a string), "
+            "called through Chat Completions at OPENAI_BASE_URL"
+        )
+    if agent.handoffs:
+        # The agent handed to runs its own tools: a side effect there would pass no gate.
+        errors.append(f"{where}handoffs are not supported: a segment runs one agent")
+    if agent.mcp_servers:
+        # Their tools (and any require_approval) are listed only at run time, no gate names
+        # them, and their connections would belong to another event loop than the segment's.
+        names = ", ".join(repr(getattr(s, "name", type(s).__name__)) for s in agent.mcp_servers)
+        errors.append(
+            f"{where}MCP servers are not supported ({names}): their tools cannot be gated; "
+            "wrap the calls you need in function tools"
+        )
+    for tool in agent.tools:
+        if not isinstance(tool, sdk.FunctionTool):
+            # Hosted tools (web search, hosted MCP with its on_approval_request, code interpreter)
+            # and local shell, computer or patch tools: not Chat Completions tools, never gated.
+            errors.append(
+                f"{where}tool {getattr(tool, 'name', type(tool).__name__)!r} is a "
+                f"{type(tool).__name__}: only function tools are supported"
+            )
+    return errors
 
 
 def _gated_in_agent_tools(agent: Any, seen: frozenset[int] = frozenset()) -> list[tuple[str, str, str]]:
@@ -330,7 +404,8 @@ def _items_shown(run_state: dict[str, Any] | None) -> int:
 
 
 def _no_context(context: Any) -> dict[str, Any]:
-    """GatehouseDeps is the step's, never stored: each step passes its own."""
+    """The run's context (GatehouseDeps, or what `context` built from it) is the step's, never
+    stored: each step passes its own."""
     return {}
 
 

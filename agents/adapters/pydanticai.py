@@ -19,15 +19,38 @@ once per call if it wraps its side effect in `ctx.deps.run_once(ctx.tool_call_id
 
 import asyncio
 import json
+import logging
 import os
+import sys
 import threading
+import time
+import traceback
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import pydantic
 import pydantic_ai
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import (
+    ApprovalRequired,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolApproved,
+    ToolDenied,
+)
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+)
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, CombinedToolset, ExternalToolset
+from pydantic_ai.toolsets.wrapper import WrapperToolset
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from agents import llm
 from agents.adapters.base import (
@@ -54,6 +77,10 @@ class PydanticAIState(SegmentState):
     history_format: str = HISTORY_FORMAT
 
 
+logger = logging.getLogger(__name__)
+STALL_S = 1.0
+"""How long the segments' loop may go without running before the stall is logged."""
+
 _tool_threads = ClosingThreads(max_workers=8, thread_name_prefix="pydantic-ai-tool")
 _loop_lock = threading.Lock()
 _loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # (the process that started it, the loop)
@@ -68,9 +95,39 @@ def _segments_loop() -> asyncio.AbstractEventLoop:
     with _loop_lock:
         if _loop is None or _loop[0] != os.getpid():  # a forked child has the loop but not its thread
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="pydantic-ai-loop", daemon=True).start()
+            runner = threading.Thread(target=loop.run_forever, name="pydantic-ai-loop", daemon=True)
+            runner.start()
+            watch = threading.Thread(
+                target=_watch_loop, args=(loop, runner), name="pydantic-ai-loop-watch", daemon=True
+            )
+            watch.start()
             _loop = (os.getpid(), loop)
         return _loop[1]
+
+
+def _watch_loop(loop: asyncio.AbstractEventLoop, runner: threading.Thread) -> None:
+    """Logs each stall of the segments' loop, with where it is stuck. Every segment in flight in
+    the process waits on that loop: an async tool doing blocking I/O (`requests`, `time.sleep`, a
+    sync database call inside `async def`) stalls them all, which would otherwise show only as
+    slowness everywhere. The fix is in the tool: make it a plain `def` (run in a thread) or await."""
+    while runner.is_alive():
+        answered = threading.Event()
+        try:
+            loop.call_soon_threadsafe(answered.set)
+        except RuntimeError:  # the loop was closed
+            return
+        if not answered.wait(STALL_S):
+            frame = sys._current_frames().get(runner.ident or 0)
+            stack = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else ""
+            logger.warning(
+                "The pydantic-ai event loop has not run for %.1f s: every pydantic-ai step in this "
+                "process waits on it. An async tool doing blocking I/O does this; make it a plain def "
+                "(run in a thread) or await its I/O. The loop is at:\n%s",
+                STALL_S,
+                stack,
+            )
+            answered.wait()  # one warning per stall
+        time.sleep(STALL_S)
 
 
 def _on_segments_loop(coro: Any) -> Any:
@@ -83,11 +140,43 @@ def _on_segments_loop(coro: Any) -> Any:
         raise
 
 
+class GatesHold(AbstractCapability[Any]):
+    """Every segment's last word on a gated tool: a call of it that no reviewer approved is
+    deferred for approval just before it would run. `requires_approval=True` reaches the run as
+    the tool definition's kind, which a `prepare` function (or a capability's `prepare_tools`)
+    returning a fresh `ToolDefinition` silently resets to an ordinary tool's."""
+
+    def __init__(self, gated: frozenset[str]) -> None:
+        self.gated = gated
+
+    async def before_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        if call.tool_name in self.gated and not ctx.tool_call_approved:
+            raise ApprovalRequired()  # pydantic-ai defers it: the run stops at its gate
+        return args
+
+
 class PydanticAIAgent(GatedToolsAgent):
     """A pydantic-ai agent as a Gatehouse agent; `gates` names the tools that need approval
     (declare them `requires_approval=True`) with their queue, decisions and description."""
 
     state_type = PydanticAIState
+
+    def __init__(
+        self,
+        *,
+        usage_limits: UsageLimits | None = None,
+        deps: Callable[[GatehouseDeps], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`usage_limits` is `agent.run`'s, for the whole run: a run resumed after its approvals
+        keeps counting what it used before them (pydantic-ai's default, 50 requests, without).
+        `deps` builds the tools' `ctx.deps` from the step's GatehouseDeps (your own deps type,
+        holding it for `run_once`); without it `ctx.deps` is the GatehouseDeps itself."""
+        super().__init__(**kwargs)
+        self.usage_limits = usage_limits
+        self.deps = deps
 
     edit_note = (
         "A pydantic-ai thread: edit history, pydantic-ai's own messages, which the model reads; "
@@ -135,6 +224,23 @@ class PydanticAIAgent(GatedToolsAgent):
         for name, tool in self.agent._function_toolset.tools.items():
             if tool.requires_approval and name not in self.gates:
                 errors.append(f"tool {name!r} requires approval: name it in gates, with its queue")
+        for toolset in _toolsets(self.agent.toolsets):
+            # Their calls stop the run for someone other than a gate's reviewers: the step would
+            # fail at the first one. (Gated tools are the agent's own: a gate names each.)
+            if isinstance(toolset, ApprovalRequiredToolset):
+                errors.append(
+                    f"toolset {toolset.label!r} decides approvals itself (approval_required): gate "
+                    "the agent's own tools, declared requires_approval=True, instead"
+                )
+            elif isinstance(toolset, ExternalToolset):
+                errors.append(f"toolset {toolset.label!r} holds external (deferred) tools: not supported")
+        deps_type = self.agent.deps_type
+        if self.deps is None and deps_type is not type(None) and not issubclass(GatehouseDeps, deps_type):
+            # Its tools would be handed GatehouseDeps where they read their own type's fields.
+            errors.append(
+                f"the agent's deps_type is {deps_type.__name__}: give deps=, a function building "
+                f"its {deps_type.__name__} from the step's GatehouseDeps"
+            )
         output = self.agent.output_type
         if DeferredToolRequests not in (output if isinstance(output, list | tuple) else [output]):
             errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
@@ -227,9 +333,12 @@ class PydanticAIAgent(GatedToolsAgent):
 
     def run_segment(self, state: Any, ctx: StepContext) -> Step:
         """Run the agent until it finishes or waits for approvals: one checkpoint."""
-        deps = GatehouseDeps.of(ctx)
+        gatehouse = GatehouseDeps.of(ctx)
+        deps = self.deps(gatehouse) if self.deps is not None else gatehouse
         history = _history(state)
         results = _results(ctx.decisions) if ctx.decisions else None
+        # A new prompt starts a run; decisions resume the one the history ends in.
+        usage = _run_usage(history) if results is not None else None
         headers = llm.offline_headers()  # read here, in the step's thread
 
         async def segment() -> Any:
@@ -241,6 +350,9 @@ class PydanticAIAgent(GatedToolsAgent):
                     deferred_tool_results=results,
                     deps=deps,
                     model_settings={"extra_headers": headers},
+                    usage_limits=self.usage_limits,
+                    usage=usage,
+                    capabilities=[GatesHold(self.gated_actions())],
                 )
 
         try:
@@ -279,6 +391,35 @@ class PydanticAIAgent(GatedToolsAgent):
             answer = pydantic.TypeAdapter(Any).dump_json(result.output).decode()
             update["messages"].append({"id": new_message_id(), "role": "assistant", "content": answer})
         return Step(update=update, goto=None, resumed=bool(ctx.decisions), metadata=meta)
+
+
+def _toolsets(toolsets: Any) -> list[AbstractToolset[Any]]:
+    """Every toolset in `toolsets`, those wrapped or combined in others included."""
+    found: list[AbstractToolset[Any]] = []
+    for toolset in toolsets:
+        found.append(toolset)
+        if isinstance(toolset, WrapperToolset):
+            found += _toolsets([toolset.wrapped])
+        elif isinstance(toolset, CombinedToolset):
+            found += _toolsets(toolset.toolsets)
+    return found
+
+
+def _run_usage(history: list[ModelMessage]) -> RunUsage:
+    """What the run the history ends in used before this segment: its model responses (their
+    tokens and cost) and its tools' successful results since the person's last prompt."""
+    usage = RunUsage()
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            usage.requests += 1
+            usage.incr(message.usage)
+        elif any(part.part_kind == "user-prompt" for part in message.parts):
+            break  # where the run began
+        else:
+            usage.tool_calls += sum(
+                1 for part in message.parts if part.part_kind == "tool-return" and part.outcome == "success"
+            )
+    return usage
 
 
 def _repeated_call_id(history: list[ModelMessage]) -> str:
