@@ -215,9 +215,20 @@ class InboxConsumer(RejoiningConsumer):
     def _render(self) -> str:
         user, view = self.scope["user"], self.view
         context = selectors.inbox_context(user, view.filters)
+        was = view.order
         view.reset(context["items"], total=context["count"])
         context.update(oob=True, query=self.query, can_claim=view.viewer.can_claim)
-        return render_to_string("approvals/inbox.html#live", context)
+        html = render_to_string("approvals/inbox.html#live", context)
+        # A screen reader hears why rows left and which came back, as after a row's own push.
+        return html + view.changes_html(was=was, items=context["items"])
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The rows a (re)connecting page showed: it is told why those no longer listed left."""
+        shown = inbox_push.shown_rows(text_data)
+        gone = [pk for pk in shown if pk not in self.view.order]
+        said = await database_sync_to_async(self.view.gone_html)(gone, named_by_page=True) if gone else ""
+        if said:  # nothing at all for rows the reviewer may not see, or that never were
+            await self.send(text_data=said)
 
 
 class ThreadConsumer(RejoiningConsumer):
@@ -331,17 +342,31 @@ class ThreadConsumer(RejoiningConsumer):
             return thread_selectors.side_context(thread, user)
 
     def _render_decision(self, item: ApprovalRequest, *, with_status: bool) -> str:
-        """The thread's conversation; the panel if what it shows changed, else its status line."""
+        """The thread's conversation; the panel if what it shows changed, else its status line.
+        Only a changed panel needs the whole page's context (its neighbours, the checkpoint as
+        asked, the effects): most pushes are a step's, and send the conversation alone."""
+        user = self.scope["user"]
         try:
-            context = {**decision_page.decision_context(item, user=self.scope["user"]), "oob": True}
+            decider = {"item": item, **decision_page.decider_context(item, user=user)}
+            mark = decision_page.panel_mark(decider)
+            if mark != self.panel_mark:
+                context = {**decision_page.decision_context(item, user=user), "oob": True}
+            else:
+                context = {**selectors.thread_context(item.thread_id, side_requests=False), "oob": True}
         except Thread.DoesNotExist:
             return ""
         # The thread as it is now, where the page shows it: pushes never swap the column's layout
         # (a reload shows the conversation when asked first), so nothing moves under the reader.
         html = render_to_string("approvals/_thread_live.html", context)
-        if context["panel_mark"] != self.panel_mark:
-            self.panel_mark = context["panel_mark"]
+        if mark != self.panel_mark:
+            self.panel_mark = mark
             html += render_to_string("approvals/decision.html#panel", context)
         elif with_status and item.is_pending:
-            html += render_to_string("approvals/decision.html#status", context)
+            html += render_to_string("approvals/decision.html#status", self._status(item, decider, mark))
         return html
+
+    def _status(self, item: ApprovalRequest, decider: dict[str, Any], mark: str) -> dict[str, Any]:
+        """What the status line needs, as decision_page.decision_context has it."""
+        context = {**selectors.status_context(item, self.scope["user"]), **decider}
+        context["can_claim"] = decision_page.may_claim(context["can_claim"], decider)
+        return {**context, "user": self.scope["user"], "panel_mark": mark, "oob": True}

@@ -38,13 +38,19 @@ def decision_context(
     # The thread now, without the thread page's side list (the decision page does not show it).
     context.update(selectors.thread_context(item.thread_id, side_requests=False))
     context.update(selectors.record_context(item, user, asked=asked, asked_before=asked_before))
-    context.update(decider_context(item, user=user), undo_s=settings.DECISION_UNDO_S)
-    # Who already signed off cannot take the request from the reviewers it now waits for.
-    # Past its deadline the expiry decides it (decisions.check_decision answers 409): no buttons.
-    context["can_claim"] = context["can_claim"] and not context["signed_off"] and not context["expired"]
+    decider = decider_context(item, user=user)
+    context.update(decider, undo_s=settings.DECISION_UNDO_S)
+    context["can_claim"] = may_claim(context["can_claim"], decider)
     context["panel_mark"] = panel_mark(context)
     context["deadline_wait_ms"] = deadline_wait_ms(item, expired=context["expired"])
     return context
+
+
+def may_claim(can_claim: bool, decider: dict[str, Any]) -> bool:
+    """Whether the status line offers to claim the request (`can_claim`: the queue allows it).
+    Who already signed off cannot take the request from the reviewers it now waits for. Past its
+    deadline the expiry decides it (decisions.check_decision answers 409): no buttons."""
+    return can_claim and not decider["signed_off"] and not decider["expired"]
 
 
 def deadline_wait_ms(item: ApprovalRequest, *, expired: bool) -> int | None:

@@ -81,10 +81,12 @@
 })();
 
 // What a push changes is read out from the page's polite live region (_announce.html), never by moving
-// the focus. The server writes the words: a new inbox row's link, why a row left (pushed into
-// #announce-queue), an element whose data-announce-text changed (the thread's status, a request's
+// the focus. The server writes the words: a new inbox row's link, why a row left or came back (pushed
+// into #announce-queue), an element whose data-announce-text changed (the thread's status, a request's
 // decision), a decision someone else made on the request this page shows. A burst of pushes is said
-// once, when it settles, and what changed back within it is not said at all.
+// once, when it settles, and what changed back within it is not said at all. The inbox compares the
+// rows it showed with those it shows, so a full re-render (a reconnect, a resync, a burst past the
+// limit) is said like a row's own push; a row that left with no word from the server is still said.
 (function () {
   "use strict";
   var QUIET_MS = 400, MAX_MS = 2000;
@@ -104,44 +106,69 @@
     return { rows: rowIds(), texts: texts(), closed: !!document.querySelector("[data-decision] .panel .closed") };
   }
 
+  // The server's words on rows, by row id: why one left ("" when there is nothing to say: your own
+  // decision, a row past the limit), and why one came back (an undo). The latest word on a row wins.
+  function takeNotes() {
+    var queue = document.getElementById("announce-queue");
+    if (!queue) return;
+    queue.querySelectorAll("[data-left]").forEach(function (el) {
+      burst.left["approval-" + el.dataset.left] = el.hasAttribute("data-quiet") ? "" : el.textContent.trim();
+    });
+    queue.querySelectorAll("[data-back]").forEach(function (el) {
+      burst.back["approval-" + el.dataset.back] = el.textContent.trim();
+    });
+    queue.replaceChildren();
+  }
+
+  function rowsSaid(was, rows, region) {
+    var inbox = document.querySelector("[data-inbox]"), parts = [];
+    if (!inbox) return parts;
+    var added = rows.filter(function (id) { return was.rows.indexOf(id) < 0; });
+    var back = added.filter(function (id) { return was.back[id]; });
+    var fresh = added.filter(function (id) { return !was.back[id]; });
+    var left = was.rows.filter(function (id) { return rows.indexOf(id) < 0 && was.left[id] !== ""; });
+    if (fresh.length === 1) {
+      parts.push(region.dataset.newOne + " " + document.getElementById(fresh[0]).querySelector(".row-link").textContent.trim());
+    } else if (fresh.length > 1) parts.push(fresh.length + " " + region.dataset.newMany);
+    if (back.length === 1) parts.push(was.back[back[0]]);
+    else if (back.length > 1) parts.push(back.length + " " + inbox.dataset.backMany);
+    if (left.length === 1) {
+      parts.push(was.left[left[0]] || "Request " + left[0].replace("approval-", "") + " " + inbox.dataset.leftOne);
+    } else if (left.length > 1) parts.push(left.length + " " + region.dataset.leftMany);
+    return parts;
+  }
+
   function flush() {
     var region = document.querySelector("[data-announce]");
-    var was = burst, rows = rowIds(), now = texts(), parts = [];
+    var was = burst, now = texts(), parts = [];
     burst = null;
     if (!region) return;
     if (was.closed) parts.push(was.closed);
     Object.keys(now).forEach(function (key) {
       if (key in was.texts && now[key] !== was.texts[key] && now[key]) parts.push(now[key]);
     });
-    var added = rows.filter(function (id) { return was.rows.indexOf(id) < 0; });
-    var left = was.left.filter(function (item) {
-      var id = "approval-" + item.pk;
-      return was.rows.indexOf(id) >= 0 && rows.indexOf(id) < 0;
-    });
-    if (added.length === 1) {
-      parts.push(region.dataset.newOne + " " + document.getElementById(added[0]).querySelector(".row-link").textContent.trim());
-    } else if (added.length > 1) parts.push(added.length + " " + region.dataset.newMany);
-    if (left.length === 1) parts.push(left[0].text);
-    else if (left.length > 1) parts.push(left.length + " " + region.dataset.leftMany);
+    parts = parts.concat(rowsSaid(was, rowIds(), region));
     if (!parts.length) return;
     var text = parts.join(". ");
     // The same words again would not be read again: make them differ, invisibly.
     region.textContent = region.textContent === text ? text + "\u00a0" : text;
   }
 
+  // A page (re)connecting names the rows it shows: the server answers why those it no longer lists left.
+  document.addEventListener("htmx:wsOpen", function (event) {
+    var wrapper = event.detail && event.detail.socketWrapper;
+    if (!wrapper || !event.target.matches || !event.target.matches("[data-inbox]")) return;
+    var shown = rowIds().map(function (id) { return parseInt(id.replace("approval-", ""), 10); });
+    wrapper.send(JSON.stringify({ shown: shown }));
+  });
+
   document.addEventListener("htmx:wsBeforeMessage", function () { before = snapshot(); });
   document.addEventListener("htmx:wsAfterMessage", function () {
     if (!before) return;
     var was = before;
     before = null;
-    if (!burst) burst = { rows: was.rows, texts: was.texts, closed: "", left: [], start: Date.now() };
-    var queue = document.getElementById("announce-queue");
-    if (queue) {
-      queue.querySelectorAll("[data-left]").forEach(function (el) {
-        burst.left.push({ pk: el.dataset.left, text: el.textContent.trim() });
-      });
-      queue.replaceChildren();
-    }
+    if (!burst) burst = { rows: was.rows, texts: was.texts, closed: "", left: {}, back: {}, start: Date.now() };
+    takeNotes();
     var closed = document.querySelector("[data-decision] .panel .closed strong");
     if (closed && !was.closed) burst.closed = closed.textContent.trim();
     clearTimeout(timer);
