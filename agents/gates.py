@@ -20,6 +20,7 @@ from typing import Any
 from agents import signals
 from agents.dispatch import after_commit
 from agents.graph import Gate
+from agents.messages import MAX_CALL_ID_CHARS
 from agents.tools import Decision
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, CheckpointSummary, ThreadData
@@ -69,9 +70,30 @@ def gate_metadata(gates: list[Gate]) -> dict[str, list[str]]:
     return {GATES_KEY: [gate.key for gate in gates]}
 
 
+class UnkeyableGate(ValueError):
+    """A gate nobody could decide: its key (a call's id) is too long to record a decision under.
+    The step fails, saying so."""
+
+
+def unkeyable(gates: list[Gate]) -> str:
+    """Why one of `gates` cannot be opened ("" if all can): a gate's key is a tool call's id,
+    which a model (or a framework, or a document) chooses, and its decision and result are
+    stored under it with a prefix, in a column of bounded length."""
+    for gate in gates:
+        if len(gate.key) > MAX_CALL_ID_CHARS:
+            return (
+                f"the tool call id {gate.key[:24]!r}... of {gate.action!r} is {len(gate.key)} characters "
+                f"long; a call that needs approval needs an id of at most {MAX_CALL_ID_CHARS}"
+            )
+    return ""
+
+
 def open_gates(*, thread_id: str, agent: str, checkpoint: CheckpointData, gates: list[Gate]) -> None:
     """Ask people about `gates` at `checkpoint`. Call inside the transaction that wrote it, with
-    the thread locked: requests open atomically with the checkpoint. The only sender."""
+    the thread locked: requests open atomically with the checkpoint. The only sender. Raise
+    UnkeyableGate, rolling the checkpoint back with the caller, for a gate nobody could decide."""
+    if problem := unkeyable(gates):
+        raise UnkeyableGate(problem)
     if gates:
         signals.gates_opened.send(
             sender=None, thread_id=thread_id, agent=agent, checkpoint=checkpoint, gates=gates

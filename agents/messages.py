@@ -1,10 +1,10 @@
 """The shape of stored chat messages (OpenAI's), checked when a person writes a state.
 
-The model's own replies always have it; an operator's edit or a fork might not, and a tool call
-without an id or a function name, or two calls sharing an id, would break the step or the gates
-that run on that state; a role or content the chat API refuses would fail the next step in
-the worker (an HTTP 400 from the model's API) after the edit was accepted. Extra keys (our `id`,
-`edited_by`, ...) are allowed.
+The model's replies are given it (llm.distinct_ids); an operator's edit or a fork might not have
+it, and a tool call without an id or a function name, two calls sharing an id, or an id too long
+to key a gate would break the step or the gates that run on that state; a role or content the
+chat API refuses would fail the next step in the worker (an HTTP 400 from the model's API) after
+the edit was accepted. Extra keys (our `id`, `edited_by`, ...) are allowed.
 """
 
 from typing import Any
@@ -23,10 +23,15 @@ class FunctionCall(pydantic.BaseModel):
     """The JSON text of the arguments, as the model writes it."""
 
 
+MAX_CALL_ID_CHARS = 191
+"""A call id is its gate's key, stored with a prefix ("decision:", "result:") in a 200-character
+column (checkpoints' pending writes): a longer one would make its decision fail to record."""
+
+
 class ToolCall(pydantic.BaseModel):
     model_config = Lenient
 
-    id: str = pydantic.Field(min_length=1, max_length=200)
+    id: str = pydantic.Field(min_length=1, max_length=MAX_CALL_ID_CHARS)
     type: str = "function"
     function: FunctionCall
 

@@ -232,6 +232,8 @@ def _write(
     previous = thread.head_id or ""
     next_nodes = [next_node] if next_node else list(parent.next)
     gates = agent.pending_gates(agent.state.model_validate(values), next_nodes[0]) if next_nodes else []
+    if problem := gate_protocol.unkeyable(gates):
+        raise InvalidInput({"values": problem})
     if reason:
         gate_protocol.supersede_gates(thread_id=thread.id, checkpoint_id=previous, reason=reason)
     status = _status_for(gates=bool(gates), next_nodes=next_nodes, keep_paused=keep_paused)

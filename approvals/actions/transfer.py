@@ -162,6 +162,9 @@ def check_import(document: Any, *, thread_id: str | None, rename_with: str = "?t
     for c, values in checkpoints:
         if problem := agent.import_problem(values, exported_from=doc.thread.id):
             raise InvalidExport(f"invalid export: checkpoint {c.id}: {problem}")
+        # After the agent's own reasons, which name the fault more closely.
+        if problem := gate_protocol.unkeyable(gates[c.id]):
+            raise InvalidExport(f"invalid export: checkpoint {c.id}: {problem}")
     return ValidImport(document=doc, agent=agent, thread_id=new_id, checkpoints=checkpoints, gates=gates)
 
 
