@@ -3,7 +3,6 @@ naming it (nothing started: no thread, no run, no task), and runs.cancel and run
 they say or answer why not. Driven by langgraph-sdk's own client against live uvicorn, a real
 worker and the offline model."""
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,23 +19,11 @@ from approvals.models import ApprovalRequest, AuditEvent, LangGraphRun
 from checkpoints.models import Checkpoint, Thread
 from config.celery import app as celery_app
 from tests.factories import make_user
-from tests.live import LiveServices
-from tests.test_langgraph_sdk_compat import APPROVE, ASK, admins_client, undo_server_client
+from tests.langgraph_clients import client_fixture, slow_undo_client_fixture  # noqa: F401
+from tests.test_langgraph_sdk_compat import APPROVE, ASK, admins_client
 from tests.test_langgraph_server_api import AGENT, ask_refund
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def client(live_server_url: str, celery_worker: Any) -> Any:
-    return admins_client(live_server_url)
-
-
-@pytest.fixture
-def slow_undo_client(live_services: LiveServices, celery_worker: Any) -> Iterator[Any]:
-    """A client of a second web server whose decisions wait ten minutes before taking effect."""
-    with undo_server_client(live_services, undo_s=600) as client:
-        yield client
 
 
 def tasks_received() -> int:

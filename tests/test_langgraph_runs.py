@@ -5,7 +5,6 @@ and a thread whose decision waits out its undo window is searched as the status 
 Driven by LangGraph's own client against live uvicorn, a real worker and the offline model."""
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,24 +14,11 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 from approvals.actions.undo import do_undo
 from approvals.models import ApprovalRequest, LangGraphRun
 from checkpoints.models import Thread
-from tests.live import LiveServices
-from tests.test_langgraph_sdk_compat import APPROVE, ASK, admins_client, undo_server_client
+from tests.langgraph_clients import client_fixture, slow_undo_client_fixture  # noqa: F401
+from tests.test_langgraph_sdk_compat import APPROVE, ASK
 from tests.test_langgraph_server_api import AGENT, ask_refund
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def client(live_server_url: str, celery_worker: Any) -> Any:
-    return admins_client(live_server_url)
-
-
-@pytest.fixture
-def slow_undo_client(live_services: LiveServices, celery_worker: Any) -> Iterator[Any]:
-    """A client of a second web server whose decisions wait ten minutes before taking effect:
-    the test reads the thread inside the window, then undoes the decision."""
-    with undo_server_client(live_services, undo_s=600) as client:
-        yield client
 
 
 def test_a_run_is_read_back_by_its_id_and_an_id_never_started_is_a_404(client: Any) -> None:

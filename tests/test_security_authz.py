@@ -211,6 +211,21 @@ LANGGRAPH = [
         (NOAUTH, 404, 404, 404, 404),
         {"assistant_id": "refunds_langgraph", "command": {"resume": {"decisions": [{"type": "approve"}]}}},
     ),
+    # Stateless runs start a thread of their own: an operator's or an admin's, as any start.
+    Row(
+        "post",
+        "/langgraph/runs",
+        (NOAUTH, 403, 403, 200, 200),
+        {"assistant_id": "refunds_langgraph", "input": ASK, "on_completion": "keep"},
+    ),
+    Row(
+        "post",
+        "/langgraph/runs/stream",
+        (NOAUTH, 403, 403, 200, 200),
+        {"assistant_id": "refunds_langgraph", "input": ASK},
+    ),
+    # A wait would wait for a worker here; its rights are runs.stream's (tests/test_langgraph_stateless.py).
+    Row("post", "/langgraph/runs/wait", (NOAUTH, 422, 422, 422, 422), {"assistant_id": "refunds_langgraph"}),
 ]
 
 

@@ -2,7 +2,9 @@
 thread. A resume is a decision like any other: each answer decides its approval request as the
 token's user (permission, 409 if someone decided first, the ledger, the undo window). Each run
 is stored (LangGraphRun), so a client reads back the runs it started and no other; one still
-pending or running may be cancelled, one that ended deleted."""
+pending or running may be cancelled, one that ended deleted. A stateless run's thread (one the
+server made for it) is deleted once its run has ended, unless a request of it waits for a
+reviewer (do_end_stateless_run)."""
 
 from typing import Any
 
@@ -19,11 +21,11 @@ from approvals.access import Access
 from approvals.actions.audit import appended_last
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.errors import Conflict
-from approvals.actions.threads import do_continue_thread, do_control, do_edit_state
+from approvals.actions.threads import delete_locked_thread, do_continue_thread, do_control, do_edit_state
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, LangGraphRun, RunOutcome
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import CheckpointData, ThreadData
+from checkpoints.backends.base import CheckpointData, ThreadData, ThreadNotFound
 from checkpoints.models import Thread, ThreadStatus
 
 
@@ -285,3 +287,24 @@ def do_delete_run(run: LangGraphRun, *, user: AbstractBaseUser) -> None:
         if _in_progress(run, thread=thread):
             raise Conflict("The run is pending or running: cancel it first; nothing was done.")
         LangGraphRun.objects.filter(pk=run.pk).delete()
+
+
+ENDED = (ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
+"""Where a stateless run's thread is deleted (on_completion "delete"): its run has ended."""
+
+
+def do_end_stateless_run(run: LangGraphRun, *, user: AbstractBaseUser) -> bool:
+    """Delete the thread a stateless run made (on_completion "delete", as LangGraph's server
+    deletes a temporary thread) if its run has ended: done, failed or cancelled. A thread waiting
+    at a gate, or still running, is kept: a request there waits for a reviewer (LangGraph would
+    drop the interrupt with the thread), and a step in flight would write to a thread gone. The
+    deletion is audited as the thread's deletion, by the run's user; returns whether it was made."""
+    with transaction.atomic(), appended_last():
+        try:
+            thread = get_backend().lock_thread(thread_id=run.thread_id)  # no step ends under the check
+        except ThreadNotFound:
+            return False  # an admin deleted it first
+        if thread.status not in ENDED or deciding(run.thread_id):
+            return False
+        delete_locked_thread(thread, user=user, why={"on_completion": "delete", "stateless_run": str(run.id)})
+    return True

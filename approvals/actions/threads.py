@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import transaction
 
 from agents import actions as agent_actions
@@ -115,8 +115,7 @@ def _audit_write(
 
 def do_delete_thread(thread_id: str, *, user: User) -> None:
     """Delete a thread with its checkpoints, requests and standing decisions (an admin's, in
-    Django admin); the ledger keeps who did it and what went: its agent, status, head state's
-    digest, checkpoints, the requests still pending and the standing decisions."""
+    Django admin)."""
     if not Access.of(user).is_admin:
         raise NotAllowed("Only admins may delete threads.")
     with transaction.atomic(), appended_last():
@@ -124,31 +123,40 @@ def do_delete_thread(thread_id: str, *, user: User) -> None:
             thread = get_backend().lock_thread(thread_id=thread_id)
         except ThreadNotFound:
             return  # another admin deleted it first: nothing is left to delete or record
-        pending = list(
-            ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("pk")
-        )
-        data: dict[str, Any] = {
-            "agent": thread.agent,
-            "status": thread.status,
-            "checkpoints": Checkpoint.objects.filter(thread_id=thread_id).count(),
-            "pending_requests": [r.pk for r in pending],
-        }
-        if thread.head_id:
-            data["state_digest"] = (
-                get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
-            )
-        routes = [RequestRoute.of(r) for r in pending]
-        if standing := do_delete_standing_decisions(thread_id, actor=user):
-            data["standing_decisions"] = standing
-        get_backend().delete_thread(thread_id=thread_id)
-        events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
-        deleted_by = user.get_username()
-        # Open thread and decision pages would otherwise stay silently stale, buttons and all.
-        events.on_commit(lambda: events.send_thread_deleted(thread_id=thread_id, deleted_by=deleted_by))
-        do_audit(
-            actor=user,
-            action="thread.delete",
-            thread_id=thread_id,
-            checkpoint_id=thread.head_id or "",
-            data=data,
-        )
+        delete_locked_thread(thread, user=user)
+
+
+def delete_locked_thread(
+    thread: ThreadData, *, user: AbstractBaseUser, why: dict[str, Any] | None = None
+) -> None:
+    """Delete a thread locked in this transaction (by `user`, whose right the caller checked);
+    the ledger keeps who did it, `why`, and what went: its agent, status, head state's digest,
+    checkpoints, the requests still pending and the standing decisions."""
+    thread_id = thread.id
+    pending = list(
+        ApprovalRequest.objects.filter(thread_id=thread_id, status=ApprovalStatus.PENDING).order_by("pk")
+    )
+    data: dict[str, Any] = {
+        "agent": thread.agent,
+        "status": thread.status,
+        "checkpoints": Checkpoint.objects.filter(thread_id=thread_id).count(),
+        "pending_requests": [r.pk for r in pending],
+        **(why or {}),
+    }
+    if thread.head_id:
+        data["state_digest"] = get_backend().summary(thread_id=thread_id, checkpoint_id=thread.head_id).digest
+    routes = [RequestRoute.of(r) for r in pending]
+    if standing := do_delete_standing_decisions(thread_id, actor=user):
+        data["standing_decisions"] = standing
+    get_backend().delete_thread(thread_id=thread_id)
+    events.on_commit(lambda: events.send_requests_closed(requests=routes))  # off open inboxes
+    deleted_by = user.get_username()
+    # Open thread and decision pages would otherwise stay silently stale, buttons and all.
+    events.on_commit(lambda: events.send_thread_deleted(thread_id=thread_id, deleted_by=deleted_by))
+    do_audit(
+        actor=user,
+        action="thread.delete",
+        thread_id=thread_id,
+        checkpoint_id=thread.head_id or "",
+        data=data,
+    )

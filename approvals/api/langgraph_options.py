@@ -2,7 +2,7 @@
 carries out, those it refuses (a 422 naming them: nothing is started), the checkpoint a client
 names, and the ids a run's `config` may carry (anything else it sets is refused)."""
 
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.pregel import Pregel
 from ninja import Schema
@@ -11,6 +11,9 @@ from pydantic import ConfigDict
 from agents.actions import InvalidInput
 from approvals.api.langgraph_stream import STREAM_MODES
 
+Stateless = Literal["wait", "background"]
+"""How a client runs a stateless run: waits for it (runs.wait, runs.stream), or not (runs.create)."""
+NO_CHECKPOINT_YET = "a stateless run starts a new thread, which has no checkpoint yet; nothing was done"
 NOT_SERVED = "not served by this server; nothing was done"
 DURABILITIES = ("sync", "async", "exit")
 UNSERVED_RUN_OPTIONS = (
@@ -70,10 +73,16 @@ def stream_modes(body: RunIn) -> set[str]:
     return modes
 
 
-def check_run_options(body: RunIn, *, graph: Pregel) -> None:
-    """Refuse, all at once, every option of the run this server would not carry out as asked."""
+def check_run_options(body: RunIn, *, graph: Pregel, stateless: Stateless | None = None) -> None:
+    """Refuse, all at once, every option of the run this server would not carry out as asked.
+    `stateless`: the run makes its own thread, and the client "waits" for it (runs.wait or
+    runs.stream) or runs it in the "background" (runs.create)."""
     given = [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "", {})]
     refused = dict.fromkeys(given, NOT_SERVED)
+    if stateless:
+        refused.update(_stateless_refusals(body, background=stateless == "background"))
+    elif body.on_completion not in (None, "keep"):  # "delete" is for stateless runs
+        refused["on_completion"] = _not_served("only 'keep' is on a thread's run: threads are kept")
     if body.multitask_strategy not in (None, "reject"):
         refused["multitask_strategy"] = _not_served("only 'reject' is: a run on a busy thread is a 409")
     if body.if_not_exists not in (None, "create", "reject"):
@@ -82,8 +91,6 @@ def check_run_options(body: RunIn, *, graph: Pregel) -> None:
     # deprecated checkpoint_during, either way) ask for less, and a stronger one breaks no promise.
     if body.durability not in (None, *DURABILITIES):
         refused["durability"] = "one of 'sync', 'async', 'exit'; nothing was done"
-    if body.on_completion not in (None, "keep"):  # "delete" is for stateless runs
-        refused["on_completion"] = _not_served("only 'keep' is: threads are kept")
     # "cancel" would end the thread for good (as runs.cancel does) when the client goes away: a
     # dropped connection would, and a wait cannot even see its client leave.
     if body.on_disconnect not in (None, "continue"):
@@ -96,6 +103,28 @@ def check_run_options(body: RunIn, *, graph: Pregel) -> None:
     if refused:
         raise InvalidInput(refused)
     stream_modes(body)
+
+
+def _stateless_refusals(body: RunIn, *, background: bool) -> dict[str, str]:
+    """What a stateless run may not ask: a resume or a checkpoint (its thread is new: there is no
+    interrupt to answer, no checkpoint to name), or a deletion nobody would carry out. Its thread
+    is deleted when the request that waits for the run sees it end; a background run has none."""
+    refused = {}
+    if body.on_completion not in (None, "delete", "keep"):
+        refused["on_completion"] = "'delete' or 'keep'; nothing was done"
+    elif background and body.on_completion != "keep":  # left out, it is "delete"
+        refused["on_completion"] = _not_served(
+            "'delete' for a background run: nothing here waits for it to end; send 'keep', or run "
+            "it with runs.wait or runs.stream, whose thread is deleted when the run ends"
+        )
+    if body.command is not None:
+        refused["command"] = (
+            "a stateless run starts a new thread: resume an interrupt on its thread; nothing was done"
+        )
+    if body.checkpoint or body.checkpoint_id:
+        named = "checkpoint" if body.checkpoint else "checkpoint_id"
+        refused[named] = NO_CHECKPOINT_YET
+    return refused
 
 
 def _not_served(why: str) -> str:
@@ -129,7 +158,9 @@ def config_checkpoint(config: dict[str, Any] | None, *, thread_id: str) -> str |
     if unserved:
         raise InvalidInput({name: NOT_SERVED for name in unserved})
     if ids.get("thread_id", thread_id) != thread_id:
-        raise InvalidInput({"config.configurable.thread_id": "another thread than the run's"})
+        raise InvalidInput(
+            {"config.configurable.thread_id": "another thread than the run's; nothing was done"}
+        )
     if "checkpoint_ns" in ids:
         raise InvalidInput({"config.configurable.checkpoint_ns": "only the graph's own ('') is served"})
     checkpoint_id = ids.get("checkpoint_id")

@@ -9,7 +9,9 @@ resolved"), history. Runs: create, wait, stream (langgraph_stream.py; `input` st
 continues a thread, `command={"resume": ...}` decides its pending requests as the token's user;
 wait, join and stream cover a decision's undo window and the run it resumes); get, join and list
 of the runs stored (an id never started here is a 404); cancel (a pending or running run, as an
-operator's cancel of its thread) and delete (a run that ended). A run's options are served or
+operator's cancel of its thread) and delete (a run that ended). Stateless runs (/runs, /runs/wait,
+/runs/stream) start a thread of their own, deleted once the run ends unless on_completion is
+"keep" or a request of it waits for a reviewer. A run's options are served or
 refused as langgraph_options.py says; any other filter, option or field a body names is a 422
 naming it, and nothing was done; /info answers what is served.
 Not served: other stream modes, crons, the store; an address not served answers a JSON 404 or 405.
@@ -18,11 +20,12 @@ Not served: other stream modes, crons, the store; an address not served answers 
 import re
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from ninja import Query, Schema
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import APIKeyHeader
@@ -38,6 +41,7 @@ from approvals.actions.langgraph_runs import (
     deciding,
     do_cancel_run,
     do_delete_run,
+    do_end_stateless_run,
     do_run,
     do_update_state,
     langgraph_agent,
@@ -46,7 +50,9 @@ from approvals.actions.langgraph_runs import (
 from approvals.actions.tokens import access_token_user
 from approvals.api.base import JsonErrorsApi, token_required
 from approvals.api.langgraph_options import (
+    NO_CHECKPOINT_YET,
     RunIn,
+    Stateless,
     check_cancel_action,
     check_run_options,
     config_checkpoint,
@@ -261,10 +267,22 @@ def _settled(thread_id: str) -> Thread:
         time.sleep(0.2)
 
 
+FLAGS = {
+    "assistants": True,
+    "crons": False,
+    "langsmith": False,  # no run is traced to LangSmith (a run's langsmith_tracer is refused)
+    "langsmith_tracing_replicas": False,
+    "langsmith_tracing_session_on_runs": False,
+    # A resume that answers no waiting interrupt is always refused, and changes nothing.
+    "strict_resume": True,
+}
+"""The flags LangGraph's server answers at /info, each as this server serves it."""
+
+
 @api.get("/info", auth=None)
 def info(request: HttpRequest) -> Any:
     """What the server offers, as LangGraph's server tells its clients (Agent Inbox asks)."""
-    return {"version": api.version, "flags": {"assistants": True, "crons": False, "langsmith": False}}
+    return {"version": api.version, "flags": FLAGS}
 
 
 @api.post("/assistants/search")
@@ -470,6 +488,71 @@ def delete_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
     _visible(request, thread_id)
     do_delete_run(_stored_run(thread_id, run_id), user=request.user)
     return 204, None
+
+
+@api.post("/runs")
+def create_stateless_run(request: AuthedRequest, body: RunIn) -> Any:
+    """A run on a thread of its own, in the background: its thread is kept (on_completion
+    "keep"; "delete", the default, is refused, as nothing here would see the run end)."""
+    run = _start_stateless(request, body, stateless="background")
+    response = api.create_response(
+        request, shown_run(run, thread=checkpoint_selectors.thread(run.thread_id), live="pending"), status=200
+    )
+    return _located(response, run)
+
+
+@api.post("/runs/wait")
+def wait_stateless_run(request: AuthedRequest, body: RunIn) -> HttpResponse:
+    """A run on a thread of its own: the values where it stopped. Its thread is then deleted if
+    the run ended (on_completion "delete", the default), or kept: asked to, stopped at a gate (a
+    request waits for a reviewer), or still running when LANGGRAPH_RUN_WAIT_S ran out."""
+    run = _start_stateless(request, body, stateless="wait")
+    values = thread_state(_settled(run.thread_id))["values"]
+    if body.on_completion != "keep":
+        do_end_stateless_run(run, user=request.user)
+    return _located(api.create_response(request, values, status=200), run)
+
+
+@api.post("/runs/stream")
+def stream_stateless_run(request: AuthedRequest, body: RunIn) -> StreamingHttpResponse:
+    """runs.stream on a thread of its own, deleted as runs.wait's is once the stream saw the run
+    end (a stream cut short, by its time or its client, leaves it kept)."""
+    modes = stream_modes(body)
+    run = _start_stateless(request, body, stateless="wait")
+    user = request.user
+    then = None if body.on_completion == "keep" else lambda: do_end_stateless_run(run, user=user)
+    response = StreamingHttpResponse(
+        run_events(run.thread_id, str(run.id), modes=modes, since="", then=then),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-store"
+    return _located(response, run)
+
+
+Response = TypeVar("Response", bound=HttpResponseBase)
+
+
+def _located(response: Response, run: LangGraphRun) -> Response:
+    """Where the run is, as LangGraph's server says it: a client finds the thread a stateless
+    run kept (stopped at a gate, say) from there."""
+    response["Content-Location"] = f"/threads/{run.thread_id}/runs/{run.id}"
+    return response
+
+
+def _start_stateless(request: AuthedRequest, body: RunIn, *, stateless: Stateless) -> LangGraphRun:
+    """Start a run on a new thread, with the rights of any start (an operator's or an admin's).
+    `if_not_exists` is moot (the thread is always made), as on LangGraph's server."""
+    thread_id = str(uuid.uuid4())
+    check_run_options(body, graph=langgraph_agent(body.assistant_id).compiled, stateless=stateless)
+    if config_checkpoint(body.config, thread_id=thread_id) is not None:  # its ids, the new thread's
+        raise InvalidInput({"config.configurable.checkpoint_id": NO_CHECKPOINT_YET})
+    return do_run(
+        user=request.user,
+        thread_id=thread_id,
+        assistant=body.assistant_id,
+        graph_input=body.input,
+        metadata=body.metadata,
+    )
 
 
 def _stored_run(thread_id: str, run_id: str) -> LangGraphRun:

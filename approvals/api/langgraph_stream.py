@@ -8,7 +8,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +33,12 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str) -> AsyncIterator[bytes]:
-    """An async iterator, so the web server sends each event as it comes (a sync one is read whole first)."""
+async def run_events(
+    thread_id: str, run_id: str, *, modes: set[str], since: str, then: Callable[[], Any] | None = None
+) -> AsyncIterator[bytes]:
+    """An async iterator, so the web server sends each event as it comes (a sync one is read whole
+    first). `then` is called once the run has stopped and every event was sent (not when the
+    stream ends sooner: its time is up, its client went away, or the thread could not be read)."""
     yield _sse("metadata", {"run_id": run_id, "attempt": 1})
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     shown: Any = None
@@ -55,9 +59,26 @@ async def run_events(thread_id: str, run_id: str, *, modes: set[str], since: str
             return
         for event, data in events:
             yield _sse(event, data)
-        if stopped or time.monotonic() > deadline:
+        if stopped:
+            if then is not None:
+                try:
+                    await sync_to_async(_closing(then))()
+                except Exception:  # every event was sent: what is left undone is logged
+                    log.exception("after the stream of thread %s", thread_id)
+            return
+        if time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
+
+
+def _closing(call: Callable[[], Any]) -> Callable[[], Any]:
+    def closing() -> Any:
+        try:
+            return call()
+        finally:
+            connection.close()  # not held after the response (the web process's pool is small)
+
+    return closing
 
 
 def _snapshot(
