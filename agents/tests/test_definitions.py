@@ -10,6 +10,9 @@ from typing import Annotated, Any
 import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
 from pydantic import BaseModel, Field, ValidationError
 
 from agents.checks import check_agents
@@ -547,3 +550,17 @@ def test_check_reports_an_undecorated_function_given_as_a_tool(register_temporar
 
 def test_check_agents_is_what_run_checks_calls() -> None:
     assert [m.msg for m in check_agents()] == [m.msg for m in run_checks(tags=["agents"])]
+
+
+def test_check_refuses_a_step_chain_that_could_outlive_the_brokers_visibility_timeout() -> None:
+    with (
+        override_settings(
+            STEP_CHAIN_S=200, OPENAI_TIMEOUT_S=60, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 300}
+        ),
+        pytest.raises(SystemCheckError, match=r"agents\.E002.*may run 320 s"),
+    ):
+        call_command("check")
+    with override_settings(
+        STEP_CHAIN_S=10, OPENAI_TIMEOUT_S=60, CELERY_BROKER_TRANSPORT_OPTIONS={"visibility_timeout": 300}
+    ):
+        call_command("check")  # the defaults: 130 s of 300
