@@ -153,8 +153,8 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
         request_.save()
         audit_request(request_, actor=user, action="decision.undo", seen=seen, data=undone)
         routes = [RequestRoute.of(request_)]
-        events.on_commit(lambda: events.send_requests_opened(requests=routes))
-        events.on_commit(lambda: events.send_requests_closed(requests=routes))  # re-render its page
+        # One inbox event lists it again in every inbox; the page event re-renders its page.
+        events.on_commit(lambda: events.send_requests_closed(requests=routes))
     return request_
 
 
