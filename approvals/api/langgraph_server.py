@@ -63,6 +63,7 @@ from approvals.api.langgraph_state import (
     RUN_STATUSES,
     STATUS,
     live_run_status,
+    run_output,
     settled,
     shown_as,
     shown_run,
@@ -207,7 +208,9 @@ class RunListIn(Schema):
 
 
 class HistoryIn(Strict):
-    limit: int = 10
+    # Bounded as a search is (each state loads a checkpoint), refused beyond: a longer history
+    # cut short without a word would read as the whole of it. Page with `before`.
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
     before: str | dict[str, Any] | None = None
 
 
@@ -397,9 +400,7 @@ def get_history(request: AuthedRequest, thread_id: str, body: HistoryIn) -> Any:
         before = before.get("gatehouse_checkpoint")
         if not before:
             raise InvalidInput({"before": "pass a state's checkpoint as this server returned it"})
-    limit = max(1, min(body.limit, 100))
-    backend = get_backend()
-    summaries = backend.history(thread_id=thread_id, limit=limit, before=before)
+    summaries = get_backend().history(thread_id=thread_id, limit=body.limit, before=before)
     return [
         state_at(
             load_checkpoint(thread_id=thread_id, checkpoint_id=s.id, agent=thread.agent), agent=thread.agent
@@ -411,7 +412,8 @@ def get_history(request: AuthedRequest, thread_id: str, body: HistoryIn) -> Any:
 @api.post("/threads/{thread_id}/runs")
 def create_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
     run = _start(request, thread_id, body)
-    return shown_run(run, thread=checkpoint_selectors.thread(thread_id), live="pending")
+    shown = shown_run(run, thread=checkpoint_selectors.thread(thread_id), live="pending")
+    return _located(api.create_response(request, shown, status=200), run)
 
 
 @api.get("/threads/{thread_id}/runs")
@@ -432,9 +434,13 @@ def list_runs(request: AuthedRequest, thread_id: str, filters: Query[RunListIn])
 
 
 @api.post("/threads/{thread_id}/runs/wait")
-def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Any:
-    _start(request, thread_id, body)
-    return thread_state(_settled(thread_id))["values"]
+def wait_run(request: AuthedRequest, thread_id: str, body: RunIn) -> HttpResponse:
+    """The run's output once it stopped (run_output). `Location` names its join, where LangGraph's
+    client asks again if the answer is cut off (by a proxy's timeout, say)."""
+    run = _start(request, thread_id, body)
+    response = api.create_response(request, run_output(_settled(thread_id)), status=200)
+    response["Location"] = f"/threads/{thread_id}/runs/{run.id}/join"
+    return _located(response, run)
 
 
 @api.post("/threads/{thread_id}/runs/stream")
@@ -451,7 +457,7 @@ def stream_run(request: AuthedRequest, thread_id: str, body: RunIn) -> Streaming
         run_events(thread_id, str(run.id), modes=modes, since=since), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-store"
-    return response
+    return _located(response, run)
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}/join")
@@ -460,7 +466,7 @@ def join_run(request: AuthedRequest, thread_id: str, run_id: str) -> Any:
     thread = _visible(request, thread_id)
     if _stored_run(thread_id, run_id).outcome:
         return thread_state(thread)["values"]
-    return thread_state(_settled(thread_id))["values"]
+    return run_output(_settled(thread_id))
 
 
 @api.get("/threads/{thread_id}/runs/{run_id}")
@@ -507,7 +513,7 @@ def wait_stateless_run(request: AuthedRequest, body: RunIn) -> HttpResponse:
     the run ended (on_completion "delete", the default), or kept: asked to, stopped at a gate (a
     request waits for a reviewer), or still running when LANGGRAPH_RUN_WAIT_S ran out."""
     run = _start_stateless(request, body, stateless="wait")
-    values = thread_state(_settled(run.thread_id))["values"]
+    values = run_output(_settled(run.thread_id))
     if body.on_completion != "keep":
         do_end_stateless_run(run, user=request.user)
     return _located(api.create_response(request, values, status=200), run)
@@ -533,8 +539,8 @@ Response = TypeVar("Response", bound=HttpResponseBase)
 
 
 def _located(response: Response, run: LangGraphRun) -> Response:
-    """Where the run is, as LangGraph's server says it: a client finds the thread a stateless
-    run kept (stopped at a gate, say) from there."""
+    """Where the run is, as LangGraph's server says it (its client's `on_run_created` reads it):
+    a client finds the thread a stateless run kept (stopped at a gate, say) from there."""
     response["Content-Location"] = f"/threads/{run.thread_id}/runs/{run.id}"
     return response
 

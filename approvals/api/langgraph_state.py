@@ -95,6 +95,18 @@ def _with_arguments(interrupt: Any) -> Any:
     return {**interrupt, "value": {**value, "action_requests": both}}
 
 
+def run_output(thread: Thread) -> dict[str, Any]:
+    """What runs.wait and runs.join answer for the thread's latest run, as LangGraph's server:
+    the values where it stopped, with `__interrupt__` (what it waits on) at an unanswered gate,
+    or only `__error__` if it failed (LangGraph's client raises it: a failure is not values)."""
+    if thread.status == ThreadStatus.FAILED:
+        return {"__error__": {"error": "RunError", "message": thread.error or "The run failed."}}
+    state = thread_state(thread)
+    if thread.status == ThreadStatus.WAITING and state["interrupts"] and not deciding(thread.pk):
+        return {**state["values"], "__interrupt__": state["interrupts"]}
+    return dict(state["values"])
+
+
 def thread_state(thread: Thread) -> dict[str, Any]:
     """The thread's state as LangGraph's server shows it, read from its head checkpoint."""
     return state_at(load_checkpoint(thread_id=thread.pk, agent=thread.agent), agent=thread.agent)

@@ -114,7 +114,11 @@ def _snapshot(
             if "updates" in modes and ran and (interrupts := head.values.get("interrupts")):
                 events.append(("updates", {"__interrupt__": shown_interrupts(interrupts)}))
         if "values" in modes:
-            events.append(("values", state_at(head, agent=thread.agent)["values"]))
+            state = state_at(head, agent=thread.agent)
+            values = state["values"]
+            if stopped and thread.status == ThreadStatus.WAITING and state["interrupts"]:
+                values = {**values, "__interrupt__": state["interrupts"]}  # as LangGraph's last chunk
+            events.append(("values", values))
         return thread.head_id, stopped, events + failed, since
     finally:
         connection.close()  # not held between polls (the web process's pool is small)
