@@ -3,6 +3,7 @@ naming it (nothing started: no thread, no run, no task), and runs.cancel and run
 they say or answer why not. Driven by langgraph-sdk's own client against live uvicorn, a real
 worker and the offline model."""
 
+import time
 from typing import Any
 
 import httpx
@@ -53,9 +54,21 @@ def refusal(call: Any) -> httpx.Response:
     return answer.value.response
 
 
+def quiet_world() -> tuple[Any, ...]:
+    """The world once the workers are idle: an earlier run's task may still be being accepted
+    (the workers' count is of tasks they took, whenever they took them)."""
+    deadline, now = time.monotonic() + 10, world()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now, was = world(), now
+        if now == was:
+            break
+    return now
+
+
 def refused(call: Any, *, naming: str) -> None:
     """The call is a 422 that names the field and says nothing was done, and nothing was."""
-    before = world()
+    before = quiet_world()
     response = refusal(call)
     assert response.status_code == 422
     assert naming in response.json()["detail"] and "nothing was done" in response.json()["detail"].lower()
