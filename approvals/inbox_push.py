@@ -88,6 +88,15 @@ class Change:
     flagged: frozenset[str] | None = None  # whose "already done" flags the rows carry now
     undone: dict[int, Undone] | None = None  # rows back by an undo, read when one is inserted
 
+    @classmethod
+    def of(cls, requests: list[ApprovalRequest], *, counts: dict[str, tuple[int, int]]) -> "Change":
+        """The requests as rows (still pending) and closed ones (why a row left a list)."""
+        return cls(
+            rows={r.pk: r for r in requests if r.status == ApprovalStatus.PENDING},
+            closed={r.pk: r for r in requests if r.status != ApprovalStatus.PENDING},
+            counts=counts,
+        )
+
 
 _changes: "OrderedDict[str, Change]" = OrderedDict()
 
@@ -97,15 +106,11 @@ def change_for(*, event_id: str, request_ids: list[int]) -> Change:
     if event_id not in _changes:
         # Closed ones too, in the same query: why a row left a list is said to who saw it leave.
         named = ApprovalRequest.objects.filter(pk__in=request_ids)
-        loaded = list(named.select_related("thread", "claimed_by", "decided_by"))
-        rows = [r for r in loaded if r.status == ApprovalStatus.PENDING]
-        if rows:
-            selectors.with_asked_messages(rows)
-        _changes[event_id] = Change(
-            rows={r.pk: r for r in rows},
-            closed={r.pk: r for r in loaded if r.status != ApprovalStatus.PENDING},
-            counts=selectors.pending_counts(),
-        )
+        change = Change.of(list(named.select_related("thread", "claimed_by", "decided_by")), counts={})
+        if change.rows:
+            selectors.with_asked_messages(list(change.rows.values()))
+        change.counts = selectors.pending_counts()
+        _changes[event_id] = change
         while len(_changes) > KEEP_EVENTS:
             _changes.popitem(last=False)
     return _changes[event_id]
@@ -177,12 +182,7 @@ def back_html(change: Change, item: ApprovalRequest, *, viewer: Viewer) -> str:
 def loaded(request_ids: list[int]) -> Change:
     """The named requests as the database has them now, for what the page says of them."""
     named = ApprovalRequest.objects.filter(pk__in=request_ids).select_related("decided_by")
-    rows = list(named) if request_ids else []
-    return Change(
-        rows={r.pk: r for r in rows if r.status == ApprovalStatus.PENDING},
-        closed={r.pk: r for r in rows if r.status != ApprovalStatus.PENDING},
-        counts={},
-    )
+    return Change.of(list(named) if request_ids else [], counts={})
 
 
 @dataclass
