@@ -2,13 +2,14 @@
 instead of a traceback, and an oversized body into a 413."""
 
 import logging
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as BaseLoginRequiredMiddleware
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
 from checkpoints.storage.crypto import SealError
@@ -16,7 +17,22 @@ from checkpoints.storage.crypto import SealError
 logger = logging.getLogger(__name__)
 
 
-DATABASE_ERRORS = (OperationalError, InterfaceError)
+# Postgres's codes for a server that cannot serve now (errcodes-appendix): a connection failed
+# or lost (08), too few resources (53: too many connections, disk full), shutting down or
+# recovering (57P), read-only (25006: a standby). A query canceled by its timeout (57014), a
+# deadlock or a lock not available is a fault to fix (a 500 with its traceback), not an outage.
+UNAVAILABLE_SQLSTATES = ("08", "53", "57P", "25006")
+# SQLite's: busy or locked past the timeout, read-only, I/O error, disk full, cannot open.
+UNAVAILABLE_SQLITE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+    }
+)
 API_PREFIXES = ("/api/", "/langgraph/")  # token-authenticated JSON APIs: JSON errors, no login page
 
 
@@ -37,6 +53,23 @@ def answer(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
     if is_api(request) or request.headers.get("Accept") == "application/json":
         return json_error(request, message, status=status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def is_database_unavailable(exception: BaseException) -> bool:
+    """Whether a database error means the database cannot serve now (try again later), rather
+    than a fault in the statement or its data, which is a bug (no such table, value too long)."""
+    if isinstance(exception, InterfaceError):
+        return True  # the connection is closed or unusable
+    if not isinstance(exception, OperationalError | InternalError):
+        return False
+    cause = exception.__cause__
+    if isinstance(cause, sqlite3.Error):
+        return (getattr(cause, "sqlite_errorcode", 0) & 0xFF) in UNAVAILABLE_SQLITE_CODES
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate is None:
+        # No code from the server: libpq's own (refused, lost mid-query) or a pool's timeout.
+        return isinstance(exception, OperationalError)
+    return str(sqlstate).startswith(UNAVAILABLE_SQLSTATES)
 
 
 def database_unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -78,8 +111,8 @@ class DatabaseUnavailableMiddleware:
             return too_large(request)
         if isinstance(exception, SealError):
             return keys_cannot_open(request, exception)
-        if not isinstance(exception, DATABASE_ERRORS):
-            return None
+        if not is_database_unavailable(exception):
+            return None  # a bug: Django's 500, its traceback logged
         return database_unavailable(request, exception)
 
 
@@ -93,7 +126,9 @@ class LoginRequiredMiddleware(BaseLoginRequiredMiddleware):
             return None
         try:
             return super().process_view(request, view_func, view_args, view_kwargs)
-        except DATABASE_ERRORS as exc:
+        except DatabaseError as exc:
             # Loading the session is a request's first query, and it runs here, before the view
             # (where process_exception would catch it): an outage would otherwise be a 500.
+            if not is_database_unavailable(exc):
+                raise
             return database_unavailable(request, exc)

@@ -272,9 +272,10 @@ OPENAI_TIMEOUT_S = env_float("OPENAI_TIMEOUT_S", 60.0, above=0)
 # How long runs.wait / runs.join of the LangGraph server API (/langgraph) wait for a thread to
 # stop at a gate or end before answering with its state as it is.
 LANGGRAPH_RUN_WAIT_S = env_float("LANGGRAPH_RUN_WAIT_S", 60.0, least=0)
-# At most the offline server's own cap (agents/offline/server.py MAX_DELAY_MS), which it would
-# otherwise apply without a word.
-OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0, least=0, most=120_000)
+# The offline model's cap on any delay, its own or a signed worker's (agents/offline/server.py):
+# a longer OFFLINE_MODEL_DELAY_MS stops start-up rather than being cut to it without a word.
+OFFLINE_MODEL_MAX_DELAY_MS = 120_000
+OFFLINE_MODEL_DELAY_MS = env_int("OFFLINE_MODEL_DELAY_MS", 0, least=0, most=OFFLINE_MODEL_MAX_DELAY_MS)
 
 # --- Limits -------------------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 256 * 1024, least=1)

@@ -33,7 +33,6 @@ class InvalidRequest(Exception):
 
 
 DELAY_HEADER = "X-Gatehouse-Offline-Delay-Ms"
-MAX_DELAY_MS = 120_000
 # The endpoint is anonymous: a delay anyone could pick would hold a connection open for
 # free. A caller's delay counts only when signed with SECRET_KEY, as this installation's
 # workers sign theirs (a slow worker in a fault test).
@@ -50,7 +49,7 @@ def delay_for(header: str) -> int:
         asked = int(DELAY_SIGNER.unsign(header))
     except (signing.BadSignature, ValueError):
         asked = 0
-    return min(max(settings.OFFLINE_MODEL_DELAY_MS, asked), MAX_DELAY_MS)
+    return min(max(settings.OFFLINE_MODEL_DELAY_MS, asked), settings.OFFLINE_MODEL_MAX_DELAY_MS)
 
 
 async def chat_completions(scope: Scope, receive: Receive, send: Send) -> None:
