@@ -4,7 +4,6 @@ Any OpenAI-compatible server works (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODE
 key, requests go to the built-in offline model served by this app, over real HTTP.
 """
 
-import hashlib
 import itertools
 import threading
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ import httpx2
 import openai
 from django.conf import settings
 
-from agents.messages import MAX_CALL_ID_CHARS
+from agents.messages import distinct_call_ids
 from checkpoints import json_text
 
 # Keys the Chat Completions API accepts on a message; ours carry extras (id, edited_by, ...).
@@ -156,30 +155,12 @@ def reply_from(data: Any) -> ModelReply:
 
 
 def distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
-    """The calls, each with an id of its own that a gate can key: the model (which a prompt can
-    steer) chooses ids, and one repeated, empty, not text, or too long to store would make its
-    gate fail to open or its decision fail to record. Such an id is replaced, deterministically
-    (a replayed step sees the same ids); the history the model reads back uses the new one."""
-    kept = {c.id for c in calls if _storable(c.id)}
-    used: set[str] = set()
-    distinct = []
-    for position, call in enumerate(calls):
-        call_id = call.id
-        if not _storable(call_id) or call_id in used:
-            seed = f"{position}:{call_id}"
-            while True:  # a hostile model may have picked the replacement as another call's id
-                seed = hashlib.sha256(seed.encode()).hexdigest()
-                call_id = f"call_{position}_{seed[:20]}"
-                if call_id not in kept and call_id not in used:
-                    break
-            call = ToolCall(id=call_id, name=call.name, arguments=call.arguments)
-        used.add(call_id)
-        distinct.append(call)
-    return distinct
-
-
-def _storable(call_id: Any) -> bool:
-    return isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS
+    """The calls, each with an id of its own that a gate can key (messages.distinct_call_ids)."""
+    ids = distinct_call_ids([call.id for call in calls])
+    return [
+        call if call.id == call_id else ToolCall(id=call_id, name=call.name, arguments=call.arguments)
+        for call, call_id in zip(calls, ids, strict=True)
+    ]
 
 
 def offline_headers() -> dict[str, str]:

@@ -7,6 +7,8 @@ chat API refuses would fail the next step in the worker (an HTTP 400 from the mo
 the edit was accepted. Extra keys (our `id`, `edited_by`, ...) are allowed.
 """
 
+import hashlib
+from collections.abc import Collection
 from typing import Any
 
 import pydantic
@@ -26,6 +28,32 @@ class FunctionCall(pydantic.BaseModel):
 MAX_CALL_ID_CHARS = 191
 """A call id is its gate's key, stored with a prefix ("decision:", "result:") in a 200-character
 column (checkpoints' pending writes): a longer one would make its decision fail to record."""
+
+
+def distinct_call_ids(ids: list[Any], *, used: Collection[str] = ()) -> list[str]:
+    """`ids`, a model reply's tool call ids in order, each made one a gate can key. The model
+    (which a prompt can steer) chooses them; one empty, not text, too long to store, repeated in
+    the reply or `used` earlier in the run would make its gate fail to open or its decision fail
+    to record (and a framework refuses it). Such an id is replaced deterministically, so a
+    replayed step sees the same ids; the history the model reads back uses the new one."""
+    kept = {i for i in ids if _storable(i)}
+    taken = set(used)
+    distinct = []
+    for position, call_id in enumerate(ids):
+        if not _storable(call_id) or call_id in taken:
+            seed = f"{position}:{call_id}"
+            while True:  # a hostile model may have picked the replacement as another call's id
+                seed = hashlib.sha256(seed.encode()).hexdigest()
+                call_id = f"call_{position}_{seed[:20]}"
+                if call_id not in kept and call_id not in taken:
+                    break
+        taken.add(call_id)
+        distinct.append(call_id)
+    return distinct
+
+
+def _storable(call_id: Any) -> bool:
+    return isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS
 
 
 class ToolCall(pydantic.BaseModel):

@@ -177,6 +177,7 @@ def test_a_toolset_that_decides_approvals_itself_is_refused_at_check(live_server
         "itself (approval_required): gate the agent's own tools, declared requires_approval=True, instead"
     ]
     state = agent.state.model_validate(agent.input_update("Please refund order ORD-1001"))
-    with pytest.raises(RuntimeError, match="have no gate"):
+    # A worker runs no system checks: the segment refuses it too, before anything runs.
+    with pytest.raises(RuntimeError, match=r"cannot run: toolset .* decides approvals itself"):
         run(agent, state)
     assert issued == []

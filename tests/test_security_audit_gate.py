@@ -18,7 +18,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from agents.examples.models import Refund
-from agents.messages import message_errors
+from agents.messages import MAX_CALL_ID_CHARS, message_errors
 from agents.runtime import run_step
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus
@@ -299,21 +299,27 @@ def test_a_fork_from_the_gate_after_its_refund_ran_asks_afresh_and_repeats_nothi
     assert refunds(thread_id) == [500]
 
 
-# Frameworks whose replies Gatehouse does not parse itself: their call ids reach the gate as the
-# model wrote them.
+# Frameworks whose replies Gatehouse does not parse itself: their call ids are made ones a gate
+# can key before the framework reads them (tests/test_adapters_call_ids.py covers each kind).
 
 
-def test_a_framework_call_whose_id_cannot_key_a_gate_fails_its_step_saying_why(
+def test_a_framework_call_whose_id_cannot_key_a_gate_is_asked_under_one_that_can(
     model: HostileModel, rita: User
 ) -> None:
-    # Before: the request opened and every reviewer's decision on it was a 500 (on Postgres).
+    # Before: the request opened and every reviewer's decision on it was a 500 (on Postgres);
+    # then the step failed, saying the id could not key a gate.
     model.replies += [says(refund_call("c" * 195, 500)), says(content="Done.")]
     thread_id = start_thread("Please refund order ORD-1001", agent="refunds_openai_agents")
 
-    assert step(thread_id) == "failed"
-    assert "tool call id" in Thread.objects.get(pk=thread_id).error
-    assert not ApprovalRequest.objects.filter(thread_id=thread_id).exists()
+    assert step(thread_id) == "waiting"
+    (request,) = pending(thread_id)
+    assert 0 < len(request.key) <= MAX_CALL_ID_CHARS
     assert refunds(thread_id) == []
+    assert decide(rita, request, decision="approve") == 302
+    while step(thread_id) == "running":
+        pass
+    assert Thread.objects.get(pk=thread_id).status == "done"
+    assert refunds(thread_id) == [500]
 
 
 @pytest.fixture
@@ -362,15 +368,23 @@ def pydantic_ai_model(model: HostileModel, monkeypatch: pytest.MonkeyPatch) -> H
     return model
 
 
-def test_a_framework_reply_giving_two_gated_calls_one_id_fails_its_step_and_asks_nobody(
-    pydantic_ai_model: HostileModel,
+def test_a_framework_reply_giving_two_gated_calls_one_id_asks_each_and_runs_only_the_approved(
+    pydantic_ai_model: HostileModel, rita: User
 ) -> None:
-    # pydantic-ai refuses it itself (as the OpenAI Agents SDK does): no request shows one call
-    # while its approval would answer both.
-    pydantic_ai_model.replies += [says(refund_call("call_1", 500), refund_call("call_1", 900_000))]
+    # One request must not show one call while its approval answers both. Before: pydantic-ai
+    # refused the reply (duplicate ids) and the step failed; now each call gets an id of its own.
+    pydantic_ai_model.replies += [
+        says(refund_call("call_1", 500), refund_call("call_1", 900_000)),
+        says(content="Done."),
+    ]
     thread_id = start_thread("Please refund order ORD-1001", agent="refunds_pydantic_ai")
+    assert step(thread_id) == "waiting"
 
-    assert step(thread_id) == "failed"
-    assert "duplicate ids: ['call_1']" in Thread.objects.get(pk=thread_id).error
-    assert not ApprovalRequest.objects.filter(thread_id=thread_id).exists()
-    assert refunds(thread_id) == []
+    small, large = sorted(pending(thread_id), key=lambda r: r.args["amount_cents"])
+    assert [small.args["amount_cents"], large.args["amount_cents"]] == [500, 900_000]
+    assert small.key != large.key
+    assert decide(rita, small, decision="approve") == 302
+    assert decide(rita, large, decision="reject", message="Too much.") == 302
+    while step(thread_id) == "running":
+        pass
+    assert refunds(thread_id) == [500]

@@ -2,6 +2,8 @@
 run (to its end, or to the calls that wait for a person) as one Gatehouse step, in one node."""
 
 import json
+import sysconfig
+import types
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -156,6 +158,55 @@ class ClosingThreads(ThreadPoolExecutor):
                 connections.close_all()
 
         return super().submit(call)
+
+
+def objects_used_by(function: Any, *, kind: type) -> list[Any]:
+    """The `kind` objects (another framework agent) that `function`, a tool's body, names: its
+    globals, its closure, and so again in the functions of your own code it names (not a
+    library's). A tool that runs such an agent (`other.run(...)`, `Runner.run(other, ...)`) runs
+    that agent's tools where no gate stands: the adapters refuse those that need a person."""
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    todo = [function]
+    while todo:
+        fn = todo.pop()
+        fn = getattr(fn, "__func__", fn)  # a bound method's function
+        if not isinstance(fn, types.FunctionType) or id(fn) in seen or _a_library(fn):
+            continue
+        seen.add(id(fn))
+        used = [fn.__globals__.get(name) for name in _names(fn.__code__)]
+        used += [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+        for value in used:
+            if isinstance(value, kind):
+                found.setdefault(id(value), value)
+            elif isinstance(value, types.FunctionType | types.MethodType):
+                todo.append(value)
+    return list(found.values())
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global names `code` reads, its nested functions' (lambdas, comprehensions) included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _a_library(fn: types.FunctionType) -> bool:
+    """Whether `fn` is an installed package's (whose agents, if any, are not this project's)."""
+    return any(fn.__code__.co_filename.startswith(p) for p in _LIBRARIES)
+
+
+_LIBRARIES = tuple({sysconfig.get_path(p) for p in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def edited_calls(messages: list[dict[str, Any]], decisions: dict[str, HumanDecision]) -> list[dict[str, Any]]:

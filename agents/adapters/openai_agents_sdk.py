@@ -11,6 +11,11 @@ text in the tool's place. Those decisions are the only approvals the SDK sees: a
 in a stored run state (an import, an old checkpoint) are dropped first, so a call awaiting
 approval without a decision stops the run again, as a gate.
 
+What a gate cannot cover is refused by `manage.py check` and by every segment before it runs
+(`framework_errors`), in the agent and in every agent it runs: as a tool (`Agent.as_tool`), or
+from a function tool's body or a guardrail (`Runner.run(other, ...)`). A model's tool call ids
+are made ones a gate can key (`_DistinctCallIds`), as native agents' are.
+
 State: the SDK's serialized `RunState` while a run waits (`RunState.to_json`, with a format
 marker), the SDK's input items once it finished (`to_input_list()`, what the next prompt is sent
 after), and the conversation in the chat shape the pages show.
@@ -47,10 +52,12 @@ from agents.adapters.base import (
     SegmentState,
     dropped_fields,
     edited_calls,
+    objects_used_by,
 )
-from agents.adapters.openai_sdk import NAME, ModelProvider, function_schema, sdk
+from agents.adapters.openai_sdk import NAME, ModelProvider, OpenAIChatCompletionsModel, function_schema, sdk
 from agents.gates import HumanDecision
 from agents.graph import Gate, Step, StepContext
+from agents.messages import distinct_call_ids
 from agents.prebuilt import rejection_text
 from agents.state import new_message_id
 from agents.tools import Decision, ToolArgumentsError, plain_errors
@@ -82,9 +89,32 @@ class _ChatCompletions(ModelProvider):
         )
 
     def get_model(self, model_name: str | None) -> Any:
-        return sdk.OpenAIChatCompletionsModel(
-            model=model_name or settings.OPENAI_MODEL, openai_client=self.client
-        )
+        return _DistinctCallIds(model=model_name or settings.OPENAI_MODEL, openai_client=self.client)
+
+
+class _DistinctCallIds(OpenAIChatCompletionsModel):
+    """Chat Completions whose every response's function calls have ids a gate can key
+    (`distinct_call_ids`), before the SDK reads them: it matches results and approvals to calls
+    by id, and refuses an empty one or one used twice in a run."""
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        response = await super().get_response(system_instructions, input, *args, **kwargs)
+        before = input if isinstance(input, list) else []
+        used = {_field(item, "call_id") for item in before if _field(item, "type") == "function_call"}
+        calls = [item for item in response.output if _field(item, "type") == "function_call"]
+        ids = distinct_call_ids([call.call_id for call in calls], used=used)
+        renamed = {id(call): new for call, new in zip(calls, ids, strict=True) if new != call.call_id}
+        if renamed:
+            response.output = [
+                item.model_copy(update={"call_id": renamed[id(item)]}) if id(item) in renamed else item
+                for item in response.output
+            ]
+        return response
+
+
+def _field(item: Any, name: str) -> Any:
+    """A field of an SDK item, a dict (input) or a model (output)."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
 class OpenAIAgentsSDKAgent(GatedToolsAgent):
@@ -169,9 +199,9 @@ class OpenAIAgentsSDKAgent(GatedToolsAgent):
                 if getattr(tool, "name", None) in self.gates
                 and getattr(tool, "needs_approval", False) is False
             ]
-        for tool, inner, gated in _gated_in_agent_tools(self.agent):
+        for runner, inner, gated in _gated_in_agent_tools(self.agent):
             errors.append(
-                f"tool {tool!r} runs agent {inner!r}, whose tool {gated!r} needs approval: a call "
+                f"{runner} runs agent {inner!r}, whose tool {gated!r} needs approval: a call "
                 "inside an agent used as a tool cannot be gated; give that tool to this agent"
             )
         return errors
@@ -310,11 +340,37 @@ def _agents_run(agent: Any) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = [("", agent)]
     seen = {id(agent)}
     for where, outer in found:
-        for tool in outer.tools:
-            inner = getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
-            if inner is not None and id(inner) not in seen:
+        for runner, inner in _inner_agents(outer):
+            if id(inner) not in seen:
                 seen.add(id(inner))
-                found.append((f"{where}tool {tool.name!r} runs agent {inner.name!r}: ", inner))
+                found.append((f"{where}{runner} runs agent {inner.name!r}: ", inner))
+    return found
+
+
+def _inner_agents(agent: Any) -> list[tuple[str, Any]]:
+    """(what runs it, agent) for each agent `agent` runs beside its own turns: an agent used as
+    a tool (`Agent.as_tool`), or one that a function tool's body or a guardrail function runs
+    (`Runner.run(other, ...)`)."""
+    found = []
+    for tool in agent.tools:
+        if getattr(tool, "_is_agent_tool", False):
+            inner = getattr(tool, "_agent_instance", None)
+            found += [(f"tool {tool.name!r}", inner)] if inner is not None else []
+            continue
+        guardrails = [
+            *(getattr(tool, "tool_input_guardrails", None) or []),
+            *(getattr(tool, "tool_output_guardrails", None) or []),
+        ]
+        runners = [_function_of(tool), *(g.guardrail_function for g in guardrails)]
+        found += [
+            (f"tool {tool.name!r}", inner)
+            for function in runners
+            if function is not None
+            for inner in objects_used_by(function, kind=sdk.Agent)
+        ]
+    for guardrail in [*agent.input_guardrails, *agent.output_guardrails]:
+        label = f"guardrail {guardrail.get_name()!r}"
+        found += [(label, inner) for inner in objects_used_by(guardrail.guardrail_function, kind=sdk.Agent)]
     return found
 
 
@@ -351,21 +407,20 @@ def _unsupported(agent: Any, *, where: str) -> list[str]:
 
 
 def _gated_in_agent_tools(agent: Any, seen: frozenset[int] = frozenset()) -> list[tuple[str, str, str]]:
-    """(tool, its agent, that agent's tool) for each tool needing approval inside an agent the
-    SDK runs as a tool (`Agent.as_tool`), nested ones included: the SDK stops the outer run at
-    them, but their calls are no tool of this agent."""
+    """(tool, its agent, that agent's tool) for each tool needing approval inside an agent a tool
+    runs (`Agent.as_tool`, or `Runner.run` in a function tool's body), nested ones included: the
+    SDK stops that agent's run at them, but their calls are no tool of this agent."""
     found = []
-    for tool in agent.tools:
-        inner = getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
-        if inner is None or id(inner) in seen:
+    for runner, inner in _inner_agents(agent):
+        if id(inner) in seen:
             continue
         found += [
-            (tool.name, inner.name, t.name)
+            (runner, inner.name, t.name)
             for t in inner.tools
             if getattr(t, "needs_approval", False) is not False
         ]
         deeper = _gated_in_agent_tools(inner, seen | {id(agent), id(inner)})
-        found += [(tool.name, inner_agent, gated) for _, inner_agent, gated in deeper]
+        found += [(runner, inner_agent, gated) for _, inner_agent, gated in deeper]
     return found
 
 
@@ -419,11 +474,17 @@ def _in_a_fresh_loop(coro: Any) -> Any:
         return runner.run(coro)
 
 
-def _arguments_model(tool: Any) -> type[pydantic.BaseModel] | None:
-    """The pydantic model of a function_tool's arguments (the SDK keeps only the function)."""
+def _function_of(tool: Any) -> Any:
+    """The function a function_tool calls (None for other tools)."""
     invoker = getattr(tool, "on_invoke_tool", None)
     function = getattr(getattr(invoker, "_invoke_tool_impl", invoker), _WRAPPED, None)
-    if not callable(function):
+    return function if callable(function) else None
+
+
+def _arguments_model(tool: Any) -> type[pydantic.BaseModel] | None:
+    """The pydantic model of a function_tool's arguments (the SDK keeps only the function)."""
+    function = _function_of(tool)
+    if function is None:
         return None
     model: type[pydantic.BaseModel] = function_schema(function).params_pydantic_model
     # The SDK's model ignores unknown keys: an edit naming an argument the tool lacks is refused

@@ -8,6 +8,13 @@ request in the inbox. The step after the decisions resumes the run with `Deferre
 approve → `True`, edit → `ToolApproved(override_args=...)`, reject (or expiry) → `ToolDenied`
 with the reason the model reads, respond → `ToolDenied` with the reviewer's text in the tool's place.
 
+Nothing but a gate's reviewer approves a gated call: `GatesHold` runs one only if this step's
+decisions approved it, and `manage.py check` (and every segment, before it runs) refuses what
+would decide or run one elsewhere: approval toolsets, capabilities deciding deferred calls, an
+output function that is a gated tool, and another agent a tool, output function or validator
+runs (agent delegation) whose tools need approval or are a gated one. A model's tool call ids
+are made ones a gate can key (`DistinctCallIds`), as native agents' are.
+
 State: pydantic-ai's own message history (`ModelMessagesTypeAdapter` JSON, with a format
 marker), appended per segment, and the conversation in the chat shape the pages show.
 
@@ -25,7 +32,9 @@ import sys
 import threading
 import time
 import traceback
+import types
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 import pydantic
@@ -38,7 +47,7 @@ from pydantic_ai import (
     ToolApproved,
     ToolDenied,
 )
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CombinedCapability, Hooks, WrapperCapability
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -48,7 +57,13 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, CombinedToolset, ExternalToolset
+from pydantic_ai.toolsets import (
+    AbstractToolset,
+    ApprovalRequiredToolset,
+    CombinedToolset,
+    ExternalToolset,
+    FunctionToolset,
+)
 from pydantic_ai.toolsets.wrapper import WrapperToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
@@ -61,9 +76,11 @@ from agents.adapters.base import (
     SegmentState,
     dropped_fields,
     edited_calls,
+    objects_used_by,
 )
 from agents.gates import HumanDecision
 from agents.graph import Gate, Step, StepContext
+from agents.messages import distinct_call_ids
 from agents.prebuilt import rejection_text
 from agents.state import append, new_message_id
 from agents.tools import Decision, ToolArgumentsError, plain_errors
@@ -141,20 +158,61 @@ def _on_segments_loop(coro: Any) -> Any:
 
 
 class GatesHold(AbstractCapability[Any]):
-    """Every segment's last word on a gated tool: a call of it that no reviewer approved is
-    deferred for approval just before it would run. `requires_approval=True` reaches the run as
-    the tool definition's kind, which a `prepare` function (or a capability's `prepare_tools`)
-    returning a fresh `ToolDefinition` silently resets to an ordinary tool's."""
+    """Every segment's last word on a gated tool: a call of it runs only if a reviewer approved
+    it (`approved`: this step's approved and edited calls), else it is deferred for approval just
+    before it would run. `requires_approval=True` reaches the run as the tool definition's kind,
+    which a `prepare` function (or a capability's `prepare_tools`) returning a fresh
+    `ToolDefinition` silently resets to an ordinary tool's; and pydantic-ai's own approval (what
+    `ctx.tool_call_approved` says) may come from a capability deciding deferred calls inline."""
 
-    def __init__(self, gated: frozenset[str]) -> None:
+    def __init__(self, gated: frozenset[str], *, approved: frozenset[str] = frozenset()) -> None:
         self.gated = gated
+        self.approved = approved
 
     async def before_tool_execute(
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
     ) -> Any:
-        if call.tool_name in self.gated and not ctx.tool_call_approved:
+        if call.tool_name not in self.gated:
+            return args
+        if not ctx.tool_call_approved:
             raise ApprovalRequired()  # pydantic-ai defers it: the run stops at its gate
+        if call.tool_call_id not in self.approved:
+            raise UnapprovedCall(
+                f"the call {call.tool_call_id} of {call.tool_name!r} was approved inside the run "
+                "(a capability deciding deferred tool calls), not by a reviewer: it did not run; "
+                "remove that capability, the gate's reviewers decide"
+            )
         return args
+
+
+class DistinctCallIds(AbstractCapability[Any]):
+    """Gives each tool call of a model response an id a gate can key (`distinct_call_ids`),
+    before pydantic-ai reads the response: it matches results and approvals to calls by id, and
+    refuses a response repeating one."""
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
+    ) -> ModelResponse:
+        used = {
+            call.tool_call_id
+            for message in ctx.messages
+            if isinstance(message, ModelResponse) and message is not response
+            for call in message.tool_calls
+        }
+        calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
+        ids = distinct_call_ids([call.tool_call_id for call in calls], used=used)
+        if ids == [call.tool_call_id for call in calls]:
+            return response
+        renamed = {id(call): new for call, new in zip(calls, ids, strict=True)}
+        parts = [
+            replace(part, tool_call_id=renamed[id(part)]) if isinstance(part, ToolCallPart) else part
+            for part in response.parts
+        ]
+        return replace(response, parts=parts)
+
+
+class UnapprovedCall(RuntimeError):
+    """A gated call pydantic-ai would run with no reviewer's approval: the step fails instead."""
 
 
 class PydanticAIAgent(GatedToolsAgent):
@@ -224,16 +282,7 @@ class PydanticAIAgent(GatedToolsAgent):
         for name, tool in self.agent._function_toolset.tools.items():
             if tool.requires_approval and name not in self.gates:
                 errors.append(f"tool {name!r} requires approval: name it in gates, with its queue")
-        for toolset in _toolsets(self.agent.toolsets):
-            # Their calls stop the run for someone other than a gate's reviewers: the step would
-            # fail at the first one. (Gated tools are the agent's own: a gate names each.)
-            if isinstance(toolset, ApprovalRequiredToolset):
-                errors.append(
-                    f"toolset {toolset.label!r} decides approvals itself (approval_required): gate "
-                    "the agent's own tools, declared requires_approval=True, instead"
-                )
-            elif isinstance(toolset, ExternalToolset):
-                errors.append(f"toolset {toolset.label!r} holds external (deferred) tools: not supported")
+        errors += self.bypass_errors()
         deps_type = self.agent.deps_type
         if self.deps is None and deps_type is not type(None) and not issubclass(GatehouseDeps, deps_type):
             # Its tools would be handed GatehouseDeps where they read their own type's fields.
@@ -244,6 +293,42 @@ class PydanticAIAgent(GatedToolsAgent):
         output = self.agent.output_type
         if DeferredToolRequests not in (output if isinstance(output, list | tuple) else [output]):
             errors.append("declare output_type=[..., DeferredToolRequests]: a run must stop for approvals")
+        return errors
+
+    def bypass_errors(self) -> list[str]:
+        """What in the agent would decide a call needing approval without a gate's reviewer, or
+        run one where no gate stands: refused by `manage.py check`, and again by every segment
+        before it runs (a Celery worker runs no system checks)."""
+        own = self.agent._function_toolset.tools
+        gated = {name: own[name].function for name in self.gates if name in own}
+        errors = []
+        for where, agent in [("", self.agent), *_agents_run_by_tools(self.agent)]:
+            errors += _approval_deciders(agent, where=where)
+            for function in _output_functions(agent.output_type):
+                # An output function runs when the model ends the run with it: never gated.
+                if names := sorted(name for name, gated_fn in gated.items() if gated_fn is function):
+                    errors.append(
+                        f"{where}output function {function.__name__!r} is the gated tool "
+                        f"{names[0]!r}, which would run unasked as the run's output: end the run "
+                        "with text or a model, and let the tool make the change"
+                    )
+            for name, tool in _function_tools(agent).items():
+                if not where:
+                    if name not in gated and tool.function in gated.values() and not tool.requires_approval:
+                        errors.append(
+                            f"tool {name!r} runs a gated tool's function under another name, so it "
+                            "would run unasked: give that function one tool, the gated one"
+                        )
+                elif tool.requires_approval:
+                    errors.append(
+                        f"{where}its tool {name!r} requires approval: a call inside another "
+                        "agent's run cannot be gated; give that tool to this agent"
+                    )
+                elif name in gated or tool.function in gated.values():
+                    errors.append(
+                        f"{where}its tool {name!r} is gated here but not there, so it would run "
+                        "unasked: give that tool to this agent only"
+                    )
         return errors
 
     def edit_errors(self, *, before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
@@ -340,6 +425,10 @@ class PydanticAIAgent(GatedToolsAgent):
         # A new prompt starts a run; decisions resume the one the history ends in.
         usage = _run_usage(history) if results is not None else None
         headers = llm.offline_headers()  # read here, in the step's thread
+        if problems := self.bypass_errors():  # registered although `manage.py check` says no
+            raise RuntimeError(f"agent {self.name!r} cannot run: {'; '.join(problems)}")
+        ran = (Decision.APPROVE, Decision.EDIT)
+        approved = frozenset(key for key, decision in ctx.decisions.items() if decision.kind in ran)
 
         async def segment() -> Any:
             # Set here: the executor is a context variable, and the loop's task has its own context.
@@ -352,7 +441,7 @@ class PydanticAIAgent(GatedToolsAgent):
                     model_settings={"extra_headers": headers},
                     usage_limits=self.usage_limits,
                     usage=usage,
-                    capabilities=[GatesHold(self.gated_actions())],
+                    capabilities=[DistinctCallIds(), GatesHold(self.gated_actions(), approved=approved)],
                 )
 
         try:
@@ -403,6 +492,87 @@ def _toolsets(toolsets: Any) -> list[AbstractToolset[Any]]:
         elif isinstance(toolset, CombinedToolset):
             found += _toolsets(toolset.toolsets)
     return found
+
+
+def _function_tools(agent: Any) -> dict[str, Any]:
+    """The function tools of `agent` (its own and its function toolsets'), by name."""
+    return {
+        name: tool
+        for toolset in _toolsets(agent.toolsets)
+        if isinstance(toolset, FunctionToolset)
+        for name, tool in toolset.tools.items()
+    }
+
+
+def _agents_run_by_tools(agent: Any) -> list[tuple[str, Any]]:
+    """(how it is reached, the agent) for each pydantic-ai agent a tool, output function or
+    output validator of `agent` runs in its body (agent delegation: `await other.run(...,
+    deps=ctx.deps, usage=ctx.usage)`), nested."""
+    found: list[tuple[str, Any]] = []
+    seen = {id(agent)}
+    todo: list[tuple[str, Any]] = [("", agent)]
+    while todo:
+        where, outer = todo.pop(0)
+        runners = [(f"tool {name!r}", tool.function) for name, tool in _function_tools(outer).items()]
+        runners += [(f"output function {f.__name__!r}", f) for f in _output_functions(outer.output_type)]
+        validators = [v.function for v in outer._output_validators]
+        runners += [(f"output validator {f.__name__!r}", f) for f in validators]
+        for runner, function in runners:
+            for inner in objects_used_by(function, kind=pydantic_ai.Agent):
+                if id(inner) not in seen:
+                    seen.add(id(inner))
+                    reached = (f"{where}{runner} runs agent {inner.name or 'unnamed'!r}: ", inner)
+                    found.append(reached)
+                    todo.append(reached)
+    return found
+
+
+def _output_functions(output: Any) -> list[Any]:
+    """The functions in an agent's `output_type` (bare, or in ToolOutput, NativeOutput,
+    PromptedOutput or TextOutput): pydantic-ai runs one when the model ends the run with it."""
+    if isinstance(output, list | tuple):
+        return [f for item in output for f in _output_functions(item)]
+    if isinstance(output, types.FunctionType | types.MethodType):
+        return [output]
+    if type(output).__module__ == "pydantic_ai.output":
+        wrapped = [getattr(output, a) for a in ("output", "outputs", "output_function") if hasattr(output, a)]
+        return _output_functions(wrapped)
+    return []
+
+
+def _approval_deciders(agent: Any, *, where: str) -> list[str]:
+    """What in `agent` decides approvals (or defers calls) itself, where no gate's reviewer is
+    asked: approval toolsets, external tools, capabilities handling deferred tool calls."""
+    errors = []
+    for toolset in _toolsets(agent.toolsets):
+        # Their calls stop the run for someone other than a gate's reviewers: the step would
+        # fail at the first one. (Gated tools are the agent's own: a gate names each.)
+        if isinstance(toolset, ApprovalRequiredToolset):
+            errors.append(
+                f"{where}toolset {toolset.label!r} decides approvals itself (approval_required): "
+                "gate the agent's own tools, declared requires_approval=True, instead"
+            )
+        elif isinstance(toolset, ExternalToolset):
+            errors.append(f"{where}toolset {toolset.label!r} holds external (deferred) tools: not supported")
+    for capability in _capabilities(agent._root_capability):
+        # It answers the calls awaiting approval inside the run (HandleDeferredToolCalls
+        # approving them all, say): the gate's reviewers would never be asked.
+        errors.append(
+            f"{where}capability {type(capability).__name__} decides deferred tool calls itself: "
+            "remove it; the gates' reviewers decide calls needing approval"
+        )
+    return errors
+
+
+def _capabilities(capability: Any) -> list[Any]:
+    """The capabilities within `capability` that decide deferred tool calls themselves (hooks
+    are left to the run's check: GatesHold refuses a call no reviewer approved)."""
+    if isinstance(capability, CombinedCapability):
+        return [c for inner in capability.capabilities for c in _capabilities(inner)]
+    if isinstance(capability, WrapperCapability):
+        return _capabilities(capability.wrapped)
+    decides = type(capability).handle_deferred_tool_calls is not AbstractCapability.handle_deferred_tool_calls
+    return [capability] if decides and not isinstance(capability, Hooks) else []
 
 
 def _run_usage(history: list[ModelMessage]) -> RunUsage:
