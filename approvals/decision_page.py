@@ -1,6 +1,7 @@
 """The decision page's context: one builder for the page, its htmx answers and its pushes
 (approvals.consumers), so a panel pushed later shows what a reload shows."""
 
+import copy
 import hashlib
 import math
 from typing import Any
@@ -43,7 +44,20 @@ def decision_context(
     context["can_claim"] = may_claim(context["can_claim"], decider)
     context["panel_mark"] = panel_mark(context)
     context["deadline_wait_ms"] = deadline_wait_ms(item, expired=context["expired"])
+    context["item"] = as_it_stands(item)
     return context
+
+
+def as_it_stands(item: ApprovalRequest) -> ApprovalRequest:
+    """The request as its panel proposes it: a pending request whose arguments a reviewer edited
+    under the two-person rule waits for approvals of the edited ones, and its Approve is for those
+    (the page sends their mark), so they are what it shows, not the ones the edit replaced. A
+    copy, for rendering only; the conversation as asked still shows the model's call."""
+    if not item.is_pending or item.decision_args is None:
+        return item
+    shown = copy.copy(item)
+    shown.args = item.decision_args
+    return shown
 
 
 def may_claim(can_claim: bool, decider: dict[str, Any]) -> bool:

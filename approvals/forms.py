@@ -82,8 +82,9 @@ def _shown(value: Any, *, kind: ArgKind) -> Any:
 def edit_fields(
     request_: ApprovalRequest, *, values: dict[str, Any] | None = None, errors: dict[str, str] | None = None
 ) -> list[ArgField]:
-    """One field per argument, pre-filled from the proposed (or re-submitted) values."""
-    values = request_.args if values is None else values
+    """One field per argument, pre-filled from the arguments as they stand (the proposal, or
+    the last edit a two-person request waits on) or the re-submitted values."""
+    values = request_.effective_args if values is None else values
     errors = errors or {}
     fields = []
     for name, prop in _schema(request_).get("properties", {}).items():

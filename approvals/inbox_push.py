@@ -9,7 +9,6 @@ and its own counts. Call everything here from the database thread (database_sync
 is one thread per process, so the caches need no lock.
 """
 
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +20,7 @@ from django.template.loader import render_to_string
 from approvals import effects, selectors
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent
 from approvals.selectors import INBOX_LIMIT, InboxFilter
+from checkpoints import json_text
 
 KEEP_EVENTS = 64  # events whose loaded rows stay cached for late sockets
 MAX_SHOWN_TEXT = 24 * (INBOX_LIMIT + 1)  # a page's list of its rows' ids, as JSON
@@ -119,7 +119,7 @@ def change_for(*, event_id: str, request_ids: list[int]) -> Change:
 def shown_rows(text: str | None) -> list[int]:
     """The request ids a page says it showed (`{"shown": [12, 14]}`); nothing from anything else."""
     try:
-        shown = json.loads(text or "").get("shown") if len(text or "") <= MAX_SHOWN_TEXT else None
+        shown = json_text.loads(text or "").get("shown") if len(text or "") <= MAX_SHOWN_TEXT else None
     except (ValueError, AttributeError):
         return []
     if not isinstance(shown, list):

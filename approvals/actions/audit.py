@@ -160,10 +160,11 @@ def audit_request(
 
 
 def request_facts(request_: ApprovalRequest) -> dict[str, Any]:
-    """What a reviewer saw of a request: recorded with every action on it."""
+    """What a reviewer saw of a request: recorded with every action on it. A pending request
+    shows the arguments an approval is for: under the two-person rule, the last edit's."""
     return {
         "action": request_.action,
         "queue": request_.queue,
-        "args_seen": request_.args,
+        "args_seen": request_.effective_args if request_.is_pending else request_.args,
         "state_digest": request_.state_digest,
     }

@@ -13,7 +13,7 @@ from agents.registry import UnknownAgent, registry
 from agents.tools import Decision, ToolArgumentsError
 from approvals import events, rows
 from approvals.access import Access
-from approvals.actions.audit import appended_last, audit_request
+from approvals.actions.audit import appended_last, audit_request, request_facts
 from approvals.actions.errors import Conflict, NotAllowed
 from approvals.actions.locks import lock_request
 from approvals.actions.signoffs import args_mark, check_args_seen, do_signoff, needs_signoffs
@@ -173,12 +173,14 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
             # Only for the arguments the reviewer read: another's edit since replaced them, or
             # the client approved arguments it never read (the API's approved_args).
             check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.effective_args))
+        # What the reviewer was shown, before a sign-off's edit or the decision changes it.
+        shown = request_facts(request_)
         if (
             request_.is_pending
             and needs_signoffs(request_)
             and valid.decision in (Decision.APPROVE, Decision.EDIT)
         ):
-            if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args):
+            if not do_signoff(request_, reviewer=reviewer, edited_args=valid.args, seen=shown):
                 return request_  # waits for more approvals
             # Enough different reviewers approved the arguments as they stand (the last edit's).
             valid = ValidDecision(
@@ -190,7 +192,7 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
             facts = _apply(request_, reviewer=reviewer, valid=valid, undo_until=undo_deadline())
             # Recorded for the runtime, and the thread resumed, now or after the undo window.
             do_schedule_effect(request_, thread=thread)
-            _audit_decision(request_, reviewer=reviewer, valid=valid, facts=facts)
+            _audit_decision(request_, reviewer=reviewer, valid=valid, facts=facts, seen=shown)
             return request_
     raise DecisionConflict(request_)
 
@@ -253,11 +255,12 @@ def _audit_decision(
     reviewer: AbstractBaseUser | None,
     valid: ValidDecision,
     facts: dict[str, Any],
+    seen: dict[str, Any] | None = None,
 ) -> None:
     # The decision's last statement: the ledger's lock, which orders every append, is then held
     # for this statement and the commit, not while the decision resumes its thread (decisions
     # arriving together queued on it for about 100 ms each under bench_load).
-    audit_request(request_, actor=reviewer, action=f"decision.{valid.decision}", data=facts)
+    audit_request(request_, actor=reviewer, action=f"decision.{valid.decision}", data=facts, seen=seen)
 
 
 def supersede(request_: ApprovalRequest, *, reason: str) -> None:

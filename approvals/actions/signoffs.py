@@ -67,9 +67,12 @@ def check_args_seen(request_: ApprovalRequest, *, seen_mark: str | None) -> None
         )
 
 
-def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_args: Any) -> bool:
+def do_signoff(
+    request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_args: Any, seen: dict[str, Any]
+) -> bool:
     """Record the reviewer's approval (or edit); return True once enough reviewers approved.
-    Call with the thread and the request locked (lock_request), the request pending."""
+    Call with the thread and the request locked (lock_request), the request pending; `seen`:
+    its facts (audit.request_facts) as the reviewer was shown them, before this changed them."""
     check_may_sign(request_, reviewer=reviewer)
     if edited_args is not None:
         # Earlier approvals were of other arguments: they no longer count.
@@ -84,6 +87,7 @@ def do_signoff(request_: ApprovalRequest, *, reviewer: AbstractBaseUser, edited_
         request_,
         actor=reviewer,
         action="decision.signoff",
+        seen=seen,
         data={
             "args": edited_args,
             "approvals": count,

@@ -8,9 +8,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.actions import InvalidInput
+from agents.registry import UnknownAgent, registry
 from approvals.access import Access
 from approvals.actions.decisions import check_may_decide
 from approvals.actions.errors import NotAllowed, ThreadDeleted
@@ -53,6 +55,7 @@ def check_standing(
     """Raise NotAllowed / InvalidInput unless the user may approve the request's tool (or
     arguments) for the rest of its thread; return the condition."""
     check_may_decide(request_, user=user)
+    check_may_decide_later_calls(request_, user=user)
     if needs_signoffs(request_):
         raise NotAllowed(
             f"This request needs {request_.required_approvals} approvals: "
@@ -72,6 +75,23 @@ def check_standing(
     if len(when) > MAX_WHEN_CHARS or condition_error(when):
         raise InvalidInput({"standing": "these arguments are too large to match exactly; approve the tool"})
     return when
+
+
+def check_may_decide_later_calls(request_: ApprovalRequest, *, user: AbstractBaseUser) -> None:
+    """The tool's later calls on the thread open in the queue its gate names (a standing decision
+    decides only calls no route moved), which may not be this request's: a route or an escalation
+    brought it to a queue whose reviewers may be unable to decide that one."""
+    try:
+        approval = registry.get(request_.agent).approval_for(request_.action)
+    except UnknownAgent:
+        approval = None
+    if approval is None:  # retired since: no later call of it can be matched to a queue
+        raise NotAllowed(f"{request_.action!r} is no longer gated here: approve this request alone.")
+    if not Access.of(user).can_decide(approval.queue):
+        raise NotAllowed(
+            f"Later calls of {request_.action} go to the {approval.queue!r} queue, which you may not "
+            "decide: approve this request alone."
+        )
 
 
 def do_create_standing(
@@ -104,10 +124,11 @@ def do_create_standing(
 
 
 def access_standing(*, user: AbstractBaseUser, thread_id: str, policy_id: int) -> Policy:
-    """The thread's standing decision a reviewer may revoke, or raise Policy.DoesNotExist."""
+    """The thread's standing decision a reviewer may revoke, or raise Policy.DoesNotExist. Only
+    an approval: an admin's deny, route or require scoped to the thread is no reviewer's to lift."""
     if not Access.of(user).can_revoke_standing:
         raise NotAllowed("Only reviewers and admins revoke standing decisions.")
-    return Policy.objects.exclude(thread_id="").get(pk=policy_id, thread_id=thread_id)
+    return _standing().get(pk=policy_id, thread_id=thread_id)
 
 
 def do_revoke_standing(policy: Policy, *, actor: AbstractBaseUser) -> None:
@@ -131,8 +152,14 @@ def do_delete_standing_decisions(thread_id: str, *, actor: AbstractBaseUser) -> 
     return ids
 
 
+def _standing() -> QuerySet[Policy]:
+    """Standing decisions: `approve` policies scoped to a thread (what a reviewer's "Approve, and
+    keep approving" makes; revoking one only makes its thread stricter)."""
+    return Policy.objects.exclude(thread_id="").filter(action=PolicyAction.APPROVE)
+
+
 def standing_decisions(thread_id: str) -> list[Policy]:
     """The thread's standing decisions in force, newest first."""
     now = timezone.now()
-    rows = Policy.objects.filter(thread_id=thread_id, enabled=True).select_related("created_by")
+    rows = _standing().filter(thread_id=thread_id, enabled=True).select_related("created_by")
     return [p for p in rows.order_by("-created_at", "-id") if p.until is None or p.until > now]

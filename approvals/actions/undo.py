@@ -134,8 +134,11 @@ def do_undo(request_id: int, *, user: AbstractBaseUser) -> ApprovalRequest:
             or request_.undo_until <= timezone.now()
         ):
             raise TooLateToUndo("Nothing to undo: no decision here is inside its undo window.")
-        if request_.decided_by_id != user.pk and not Access.of(user).can_manage_claims:
+        access = Access.of(user)
+        if request_.decided_by_id != user.pk and not access.can_manage_claims:
             raise NotAllowed("Only the reviewer who decided this (or an admin) can undo it.")
+        if not access.can_decide(request_.queue):  # their role or the queue's team, lost since
+            raise NotAllowed(f"You may no longer decide requests in the {request_.queue!r} queue.")
         seen = request_facts(request_)
         undone = {"undone": request_.status, "args": request_.decision_args}
         # Under the two-person rule the count restarts: the arguments approved may have been an edit.

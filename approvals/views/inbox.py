@@ -19,6 +19,7 @@ from approvals.access import Access
 from approvals.actions.claims import do_claim_op, do_touch_claim
 from approvals.actions.decisions import ValidDecision, access_request, check_decision, do_decide
 from approvals.actions.errors import Conflict, NotAllowed, ThreadDeleted
+from approvals.actions.signoffs import args_mark
 from approvals.actions.standing import check_standing, do_create_standing, parse_until
 from approvals.actions.undo import do_undo
 from approvals.conversation import NoSuchMessages
@@ -110,7 +111,9 @@ def _decide(request: AuthedRequest, item: ApprovalRequest) -> dict[str, Any] | N
         valid = check_decision(
             item, user=request.user, decision=choice, args=args, message=request.POST.get("message", "")
         )
-        valid = replace(valid, args_seen=request.POST.get("args_seen") or None)
+        # Without the page's mark (an inbox row's `a`), what the reviewer read is the proposal
+        # every row shows: an approval of arguments a reviewer edited since is refused, not counted.
+        valid = replace(valid, args_seen=request.POST.get("args_seen") or args_mark(item.args))
         if scope:
             _decide_and_stand(request, item, valid=valid, scope=scope)
         else:
@@ -150,6 +153,15 @@ def _decide_and_stand(
     do_create_standing(item, reviewer=request.user, scope=scope, when=when, until=until)
 
 
+def _back_to(request: AuthedRequest, *, fallback: str) -> str:
+    """The page a form's `next` names, if it is a path on this site (what the forms send), else
+    `fallback`. Not any relative text: redirect() takes "0" or "inbox" for a view's name (a 500)."""
+    target = request.POST.get("next", "")
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return fallback
+
+
 @require_POST
 def undo(request: AuthedRequest, pk: int) -> HttpResponse:
     """Take back a decision inside its undo window; answer with the decision panel."""
@@ -165,11 +177,10 @@ def undo(request: AuthedRequest, pk: int) -> HttpResponse:
     except Conflict as exc:
         messages.error(request, str(exc))
         gone = isinstance(exc, ThreadDeleted)  # its page went with it: the inbox says why
-    target = request.POST.get("next", "")
     if gone:
         target = reverse("approvals:inbox")
-    elif not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        target = reverse("approvals:decision", args=[item.pk])
+    else:
+        target = _back_to(request, fallback=reverse("approvals:decision", args=[item.pk]))
     # htmx (a panel a push rendered has no CSRF field; htmx sends the header): reload the page.
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
@@ -196,10 +207,7 @@ def claim(request: AuthedRequest, pk: int) -> HttpResponse:
     if not request.htmx:
         if error:
             messages.error(request, error)
-        target = request.POST.get("next", "")
-        if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-            target = reverse("approvals:decision", args=[item.pk])
-        return redirect(target)
+        return redirect(_back_to(request, fallback=reverse("approvals:decision", args=[item.pk])))
     context = {**selectors.status_context(item, request.user), "claim_error": error, "user": request.user}
     if request.htmx.target == f"approval-{item.pk}":
         context["can_claim"] = Access.of(request.user).is_reviewer
