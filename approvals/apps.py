@@ -9,12 +9,15 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents import signals
         from approvals import checks, events
-        from approvals.actions import gates
+        from approvals.actions import gates, langgraph_runs
         from checkpoints.signals import protect_checkpoints
 
         signals.gates_opened.connect(gates.on_gates_opened, dispatch_uid="approvals.gates_opened")
         signals.gates_superseded.connect(gates.on_gates_superseded, dispatch_uid="approvals.gates_superseded")
         signals.thread_changed.connect(events.on_thread_changed, dispatch_uid="approvals.thread_changed")
+        signals.thread_changed.connect(
+            langgraph_runs.on_thread_changed, dispatch_uid="approvals.langgraph_runs"
+        )
         protect_checkpoints.connect(gates.open_request_checkpoints, dispatch_uid="approvals.protect")
         register(checks.check_notify_backoff, "approvals")
         register(checks.check_notifiers, "approvals")

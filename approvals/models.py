@@ -416,6 +416,13 @@ class LangGraphRun(models.Model):
         default="",
         help_text="How it ended, stored as the next run began (blank: the thread's latest).",
     )
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deletes_thread = models.BooleanField(
+        default=False,
+        help_text="A background stateless run's thread is deleted when the run ends (on_completion).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

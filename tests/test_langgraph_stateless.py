@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from django.test import Client
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import PermissionDeniedError
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
+from agents import signals
 from agents.examples.models import Refund
 from agents.offline.rules import ASK_ORDER
 from agents.registry import registry
@@ -24,6 +25,7 @@ from checkpoints.backends.base import NewCheckpoint
 from checkpoints.models import Checkpoint, CheckpointSource, LangGraphCheckpoint, Thread, ThreadStatus
 from tests.factories import make_user
 from tests.langgraph_clients import client_fixture  # noqa: F401
+from tests.live import wait_for
 from tests.test_langgraph_run_options import refusal, refused, world
 from tests.test_langgraph_sdk_compat import APPROVE, ASK
 from tests.test_langgraph_server_api import AGENT
@@ -119,21 +121,124 @@ def test_a_stateless_run_stopped_at_a_gate_keeps_its_thread_and_its_request_for_
     assert Refund.objects.count() == 1
 
 
-def test_a_background_stateless_run_keeps_its_thread_when_asked_and_is_refused_a_deletion(
-    client: Any,
-) -> None:
-    # Nothing here waits for a background run to end, so nothing would delete its thread.
-    refused(lambda: client.runs.create(None, AGENT, input=HELLO), naming="on_completion")
-    refused(
-        lambda: client.runs.create(None, AGENT, input=HELLO, on_completion="delete"), naming="on_completion"
-    )
+def gone(client: Any, thread_id: str) -> bool:
+    """Whether the thread is gone, as LangGraph's client sees it (a 404)."""
+    try:
+        client.threads.get(thread_id)
+    except NotFoundError:
+        return True
+    return False
 
-    run = client.runs.create(None, AGENT, input=ASK, on_completion="keep")
 
-    assert run["status"] == "pending" and run["thread_id"]
+def test_a_background_stateless_runs_thread_is_deleted_by_the_worker_once_the_run_ended(client: Any) -> None:
+    # on_completion left out is "delete", as on LangGraph's server; nothing waits for the run here.
+    runs = [
+        client.runs.create(None, AGENT, input=HELLO),
+        client.runs.create(None, AGENT, input=HELLO, on_completion="delete"),
+    ]
+
+    for run in runs:
+        thread_id = run["thread_id"]
+        assert run["status"] == "pending" and thread_id
+        wait_for(lambda: gone(client, thread_id), timeout=30, message="the thread deleted")  # noqa: B023
+        with pytest.raises(NotFoundError):  # its runs went with it, as on LangGraph's server
+            client.runs.get(run["thread_id"], run["run_id"])
+        recorded = deleted_by_its_run(run["thread_id"])
+        assert (recorded["on_completion"], recorded["stateless_run"], recorded["status"]) == (
+            "delete",
+            run["run_id"],
+            "done",
+        )
+    assert not Thread.objects.exists() and not LangGraphRun.objects.exists()
+    assert not Checkpoint.objects.exists() and not LangGraphCheckpoint.objects.exists()
+
+
+def test_a_background_stateless_run_stopped_at_a_gate_or_asked_to_keep_keeps_its_thread(client: Any) -> None:
+    run = client.runs.create(None, AGENT, input=ASK)
     client.runs.join(run["thread_id"], run["run_id"])
     assert client.runs.get(run["thread_id"], run["run_id"])["status"] == "interrupted"
     assert client.threads.get(run["thread_id"])["status"] == "interrupted"
+    assert ApprovalRequest.objects.get(thread_id=run["thread_id"]).status == "pending"  # in the inbox
+
+    # Decided, the thread runs on and stays: from the gate on it is an ordinary thread.
+    values = client.runs.wait(run["thread_id"], AGENT, command=APPROVE)
+    assert "Refund of $42.50 issued" in values["messages"][-1]["content"]
+    assert client.threads.get(run["thread_id"])["status"] == "idle"
+
+    refused(
+        lambda: client.runs.create(None, AGENT, input=HELLO, on_completion="archive"), naming="on_completion"
+    )
+    kept = client.runs.create(None, AGENT, input=HELLO, on_completion="keep")
+    assert client.runs.join(kept["thread_id"], kept["run_id"])["messages"][-1]["content"] == ASK_ORDER
+    assert client.threads.get(kept["thread_id"])["status"] == "idle"
+    assert client.runs.get(kept["thread_id"], kept["run_id"])["status"] == "success"
+    assert not AuditEvent.objects.filter(action="thread.delete").exists()
+
+
+def ended_thread(thread_id: str, *, status: str, by: Any) -> LangGraphRun:
+    """A background stateless run (on_completion "delete") of `by`, whose thread ended as `status`."""
+    get_backend().create_thread(
+        thread_id=thread_id,
+        agent=AGENT,
+        first=NewCheckpoint(
+            values=registry.get(AGENT).initial_values("Hello"), source=CheckpointSource.INPUT
+        ),
+        status=ThreadStatus(status),
+    )
+    return LangGraphRun.objects.create(
+        thread_id=thread_id, assistant=AGENT, started_by=by, deletes_thread=True
+    )
+
+
+def make_request(thread_id: str, **decided: Any) -> None:
+    """A request the thread stopped at, decided as `decided` says."""
+    thread = Thread.objects.get(pk=thread_id)
+    ApprovalRequest.objects.create(
+        thread=thread,
+        checkpoint_id=str(thread.head_id),
+        key=f"call_{thread_id}",
+        agent=AGENT,
+        action="issue_refund",
+        args={"order_id": "ORD-1001", "amount_cents": 4250},
+        allowed_decisions=["approve", "reject"],
+        state_digest="0" * 64,
+        **decided,
+    )
+
+
+def announce_end(thread_id: str, *, status: str, resent: bool = False) -> None:
+    """What the worker sends once the step that ended the thread commits (agents.dispatch), again
+    (resent) when that step is redelivered after its commit."""
+    extra = {"resent": True} if resent else {}
+    signals.thread_changed.send(sender=None, thread_id=thread_id, checkpoint_id=None, status=status, **extra)
+
+
+def test_a_background_runs_end_seen_twice_deletes_its_thread_once_and_a_reviewed_one_is_kept() -> None:
+    ada = make_user("ada", "admin")
+    ended_thread("failed-run", status="failed", by=ada)
+
+    announce_end("failed-run", status="failed")
+    announce_end("failed-run", status="failed", resent=True)  # a redelivered step: already gone
+
+    assert not Thread.objects.filter(pk="failed-run").exists()
+    assert deleted_by_its_run("failed-run")["status"] == "failed"  # recorded once
+
+    # A thread that stopped at a gate for a reviewer is theirs: kept once decided and done.
+    ended_thread("reviewed", status="done", by=ada)
+    make_request("reviewed", status="approved", decided_by=ada)
+    # One no person saw (a policy decided its request) is deleted as any other.
+    ended_thread("by-policy", status="done", by=ada)
+    make_request("by-policy", status="approved", policy_name="small refunds")
+    # Its user gone, nobody is left to record the deletion as: kept.
+    gone_user = make_user("gone", "operator")
+    ended_thread("orphan", status="done", by=gone_user)
+    gone_user.delete()
+    ended_thread("waiting", status="waiting", by=ada)
+    for thread_id in ("reviewed", "by-policy", "orphan", "waiting"):
+        announce_end(thread_id, status=str(Thread.objects.get(pk=thread_id).status))
+
+    assert sorted(Thread.objects.values_list("pk", flat=True)) == ["orphan", "reviewed", "waiting"]
+    assert deleted_by_its_run("by-policy")["status"] == "done"
 
 
 def test_what_a_stateless_run_cannot_be_asked_is_refused_naming_it_and_starts_nothing(client: Any) -> None:

@@ -196,6 +196,7 @@ LANGGRAPH = [
     Row("get", "/langgraph/threads/{A}/runs", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),
     Row("get", "/langgraph/threads/{A}/runs/{run}/join", (NOAUTH, 404, 404, 404, 404)),
+    Row("get", "/langgraph/threads/{A}/runs/{run}/stream", (NOAUTH, 404, 404, 404, 404)),
     Row("post", "/langgraph/threads/{A}/runs/{run}/cancel", (NOAUTH, 404, 404, 404, 404), {}),
     Row("delete", "/langgraph/threads/{A}/runs/{run}", (NOAUTH, 404, 404, 404, 404)),
     Row("post", "/langgraph/threads/{A}/history", (NOAUTH, 404, 404, 404, 404), {}),

@@ -3,14 +3,16 @@ thread. A resume is a decision like any other: each answer decides its approval 
 token's user (permission, 409 if someone decided first, the ledger, the undo window). Each run
 is stored (LangGraphRun), so a client reads back the runs it started and no other; one still
 pending or running may be cancelled, one that ended deleted. A stateless run's thread (one the
-server made for it) is deleted once its run has ended, unless a request of it waits for a
-reviewer (do_end_stateless_run)."""
+server made for it) is deleted once its run has ended, unless it stopped at a gate for a reviewer
+(do_end_stateless_run): by the request that waited for it, or, for a background run, by
+on_thread_changed once the run's end commits."""
 
+import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agents.actions import InvalidInput, Written, check_start_thread, do_start_thread
@@ -27,6 +29,8 @@ from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import CheckpointData, ThreadData, ThreadNotFound
 from checkpoints.models import Thread, ThreadStatus
+
+logger = logging.getLogger(__name__)
 
 
 def langgraph_agents() -> list[LangGraphAgent]:
@@ -99,9 +103,11 @@ def do_run(
     resume: Any = None,
     checkpoint_id: str | None = None,
     metadata: dict[str, Any] | None = None,
+    deletes_thread: bool = False,
 ) -> LangGraphRun:
     """Start the thread (it does not exist yet), add a message to it, or resume its interrupts;
-    return the run, stored with what it did (none is stored for a run refused)."""
+    return the run, stored with what it did (none is stored for a run refused). `deletes_thread`:
+    a background stateless run's, whose thread on_thread_changed deletes when the run ends."""
     agent = langgraph_agent(assistant)
     access = Access.of(user)
     # A thread the user may not see is answered as a missing one (not found, or "only operators
@@ -114,7 +120,13 @@ def do_run(
             load_checkpoint(thread_id=thread_id, agent=agent.name) if owner else None,
             checkpoint_id=checkpoint_id,
         )
-    run = LangGraphRun(thread_id=thread_id, assistant=agent.name, metadata=metadata or {})
+    run = LangGraphRun(
+        thread_id=thread_id,
+        assistant=agent.name,
+        metadata=metadata or {},
+        started_by=user,  # type: ignore[misc]
+        deletes_thread=deletes_thread,
+    )
     with transaction.atomic(), appended_last():
         if resume is not None:
             if owner is None:
@@ -295,16 +307,53 @@ ENDED = (ThreadStatus.DONE, ThreadStatus.FAILED, ThreadStatus.CANCELLED)
 
 def do_end_stateless_run(run: LangGraphRun, *, user: AbstractBaseUser) -> bool:
     """Delete the thread a stateless run made (on_completion "delete", as LangGraph's server
-    deletes a temporary thread) if its run has ended: done, failed or cancelled. A thread waiting
-    at a gate, or still running, is kept: a request there waits for a reviewer (LangGraph would
-    drop the interrupt with the thread), and a step in flight would write to a thread gone. The
-    deletion is audited as the thread's deletion, by the run's user; returns whether it was made."""
+    deletes a temporary thread) if its run has ended: done, failed or cancelled. A thread that
+    stopped at a gate for a reviewer is kept, waiting there or decided since: the request is the
+    reviewer's (LangGraph would drop the interrupt with the thread), and the thread an ordinary
+    one from then on. One still running is kept too: a step in flight would write to a thread
+    gone. The deletion is audited as the thread's deletion, by the run's user; returns whether it
+    was made (not when made before: an end seen twice deletes and records it once)."""
     with transaction.atomic(), appended_last():
         try:
             thread = get_backend().lock_thread(thread_id=run.thread_id)  # no step ends under the check
         except ThreadNotFound:
-            return False  # an admin deleted it first
-        if thread.status not in ENDED or deciding(run.thread_id):
+            return False  # deleted first: by an admin, or by this run's end seen before
+        if thread.status not in ENDED or deciding(run.thread_id) or _reviewed(run.thread_id):
             return False
         delete_locked_thread(thread, user=user, why={"on_completion": "delete", "stateless_run": str(run.id)})
     return True
+
+
+def _reviewed(thread_id: str) -> bool:
+    """Whether the thread stopped at a gate for a reviewer: a request of it not decided by a
+    policy (pending, a person's decision, expired or superseded)."""
+    by_policy = Q(status__in=DECIDED, decided_by__isnull=True) & ~Q(policy_name="")
+    return ApprovalRequest.objects.filter(thread_id=thread_id).exclude(by_policy).exists()
+
+
+def on_thread_changed(sender: Any, *, thread_id: str, status: str, **kwargs: Any) -> None:
+    """agents.signals.thread_changed, after the commit of a thread's change (the worker's step
+    that ended it, or the cancel that did): a background stateless run's thread is deleted once
+    its run ended. A step redelivered after its commit sends this again (resent): the deletion
+    is made and recorded once. Never raises: the other receivers and the next step go on."""
+    if status not in ENDED:
+        return
+    try:
+        do_end_background_run(thread_id=thread_id)
+    except Exception:  # logged, and the thread stays (as a kept one would): the run did end
+        logger.exception("could not delete the thread %s of a background stateless run", thread_id)
+
+
+def do_end_background_run(*, thread_id: str) -> bool:
+    """Delete the thread of a background stateless run (runs.create, on_completion "delete") by
+    do_end_stateless_run's rule, if its run is still the thread's latest; returns whether it was
+    deleted. A run whose user was deleted meanwhile keeps its thread: nobody is left to record as
+    the deletion's."""
+    run = (
+        LangGraphRun.objects.filter(thread_id=thread_id, deletes_thread=True, outcome="")
+        .select_related("started_by")
+        .first()
+    )
+    if run is None or run.started_by is None:
+        return False
+    return do_end_stateless_run(run, user=run.started_by)

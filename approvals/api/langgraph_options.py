@@ -73,14 +73,31 @@ def stream_modes(body: RunIn) -> set[str]:
     return modes
 
 
-def check_run_options(body: RunIn, *, graph: Pregel, stateless: Stateless | None = None) -> None:
+def joined_stream_modes(
+    given: list[str] | None, *, cancel_on_disconnect: bool, last_event_id: str | None
+) -> set[str]:
+    """The stream modes runs.join_stream asks (a run's own default, "values", when it names none),
+    each one served; refused, all at once, what a join would not carry out as asked."""
+    refused = {}
+    if cancel_on_disconnect:  # as a run's on_disconnect "cancel": a dropped connection would end it
+        refused["cancel_on_disconnect"] = _not_served("a run goes on without its client")
+    if last_event_id:
+        refused["Last-Event-ID"] = _not_served("no stream is kept to replay")
+    modes = {mode for mode in given or [] if mode} or {"values"}  # the client sends "" for none
+    if modes - STREAM_MODES:
+        refused["stream_mode"] = "served: 'values', 'updates', 'messages-tuple' and 'events'"
+    if refused:
+        raise InvalidInput(refused)
+    return modes
+
+
+def check_run_options(body: RunIn, *, graph: Pregel, stateless: bool = False) -> None:
     """Refuse, all at once, every option of the run this server would not carry out as asked.
-    `stateless`: the run makes its own thread, and the client "waits" for it (runs.wait or
-    runs.stream) or runs it in the "background" (runs.create)."""
+    `stateless`: the run makes its own thread (runs.wait, runs.stream or runs.create on None)."""
     given = [name for name in UNSERVED_RUN_OPTIONS if getattr(body, name) not in (None, [], "", {})]
     refused = dict.fromkeys(given, NOT_SERVED)
     if stateless:
-        refused.update(_stateless_refusals(body, background=stateless == "background"))
+        refused.update(_stateless_refusals(body))
     elif body.on_completion not in (None, "keep"):  # "delete" is for stateless runs
         refused["on_completion"] = _not_served("only 'keep' is on a thread's run: threads are kept")
     if body.multitask_strategy not in (None, "reject"):
@@ -105,18 +122,12 @@ def check_run_options(body: RunIn, *, graph: Pregel, stateless: Stateless | None
     stream_modes(body)
 
 
-def _stateless_refusals(body: RunIn, *, background: bool) -> dict[str, str]:
+def _stateless_refusals(body: RunIn) -> dict[str, str]:
     """What a stateless run may not ask: a resume or a checkpoint (its thread is new: there is no
-    interrupt to answer, no checkpoint to name), or a deletion nobody would carry out. Its thread
-    is deleted when the request that waits for the run sees it end; a background run has none."""
+    interrupt to answer, no checkpoint to name), or an on_completion but "delete" or "keep"."""
     refused = {}
     if body.on_completion not in (None, "delete", "keep"):
         refused["on_completion"] = "'delete' or 'keep'; nothing was done"
-    elif background and body.on_completion != "keep":  # left out, it is "delete"
-        refused["on_completion"] = _not_served(
-            "'delete' for a background run: nothing here waits for it to end; send 'keep', or run "
-            "it with runs.wait or runs.stream, whose thread is deleted when the run ends"
-        )
     if body.command is not None:
         refused["command"] = (
             "a stateless run starts a new thread: resume an interrupt on its thread; nothing was done"

@@ -61,10 +61,12 @@ def live_run_status(thread_id: str) -> tuple[Thread, str]:
     return thread, RUN_STATUS[STATUS[ThreadStatus(thread.status)]]
 
 
-def shown_run(run: LangGraphRun, *, thread: Thread, live: str) -> dict[str, Any]:
+def shown_run(run: LangGraphRun, *, thread: Thread | None, live: str) -> dict[str, Any]:
     """A stored run as LangGraph's server shows one: the thread's latest with its status `live`
-    (and the thread's last change), an earlier one as it ended."""
+    (and the thread's last change), an earlier one as it ended. `thread` None: gone already
+    (a background stateless run's, deleted as the run ended before its start was answered)."""
     latest = not run.outcome
+    changed = max(run.updated_at, thread.updated_at) if latest and thread is not None else run.updated_at
     return {
         "run_id": str(run.id),
         "thread_id": run.thread_id,
@@ -73,7 +75,7 @@ def shown_run(run: LangGraphRun, *, thread: Thread, live: str) -> dict[str, Any]
         "metadata": run.metadata,
         "multitask_strategy": "reject",  # the only one served: a run on a busy thread is a 409
         "created_at": run.created_at.isoformat(),
-        "updated_at": (max(run.updated_at, thread.updated_at) if latest else run.updated_at).isoformat(),
+        "updated_at": changed.isoformat(),
         "kwargs": {},
     }
 

@@ -21,7 +21,7 @@ from approvals.actions.langgraph_runs import langgraph_agent
 from approvals.api.langgraph_state import jsonable, settled, shown_interrupts, state_at
 from checkpoints import selectors as checkpoint_selectors
 from checkpoints.backends.base import CheckpointData, CheckpointError
-from checkpoints.models import ThreadStatus
+from checkpoints.models import Thread, ThreadStatus
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,19 @@ def _sse(event: str, data: Any) -> bytes:
 
 
 async def run_events(
-    thread_id: str, run_id: str, *, modes: set[str], since: str, then: Callable[[], Any] | None = None
+    thread_id: str,
+    run_id: str,
+    *,
+    modes: set[str],
+    since: str,
+    then: Callable[[], Any] | None = None,
+    gone_ends: bool = False,
 ) -> AsyncIterator[bytes]:
     """An async iterator, so the web server sends each event as it comes (a sync one is read whole
     first). `then` is called once the run has stopped and every event was sent (not when the
-    stream ends sooner: its time is up, its client went away, or the thread could not be read)."""
+    stream ends sooner: its time is up, its client went away, or the thread could not be read).
+    `gone_ends`: the thread deleted is the run's end (a background stateless run's thread, deleted
+    once the run ended), not an error."""
     yield _sse("metadata", {"run_id": run_id, "attempt": 1})
     deadline = time.monotonic() + settings.LANGGRAPH_RUN_WAIT_S
     shown: Any = None
@@ -47,6 +55,10 @@ async def run_events(
             shown, stopped, events, since = await sync_to_async(_snapshot)(
                 thread_id, shown=shown, modes=modes, since=since
             )
+        except Thread.DoesNotExist:
+            if not gone_ends:
+                yield _sse("error", {"error": "NotFound", "message": "the thread was deleted"})
+            return
         except CheckpointError as exc:  # the response has begun: an error event is how to say so
             log.warning("the stream of thread %s stopped: %s", thread_id, exc)
             yield _sse("error", {"error": type(exc).__name__, "message": str(exc)})
@@ -69,6 +81,11 @@ async def run_events(
         if time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
+
+
+async def ended_run_events(run_id: str) -> AsyncIterator[bytes]:
+    """The stream of a run that ended before it was joined: its metadata, and nothing to come."""
+    yield _sse("metadata", {"run_id": run_id, "attempt": 1})
 
 
 def _closing(call: Callable[[], Any]) -> Callable[[], Any]:
