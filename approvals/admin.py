@@ -35,6 +35,9 @@ def admins_only(request: HttpRequest) -> bool:
 
 
 admin.site.has_permission = admins_only  # type: ignore[method-assign]
+# Gatehouse's name where Django's would be (its login page is where a reviewer sent there lands).
+admin.site.site_header = "Gatehouse administration"
+admin.site.site_title = "Gatehouse admin"
 
 
 def as_json(value: Any) -> str:

@@ -179,3 +179,13 @@ def test_a_thread_in_the_admin_links_to_its_thread_page() -> None:
     link = f'<a href="/threads/{item.thread_id}/" target="_blank" rel="noopener">View in Gatehouse</a>'
     assert link in page
     assert f'<a href="/threads/{item.thread_id}/" class="viewsitelink">' in page
+
+
+def test_the_admin_and_its_login_page_say_gatehouse_not_django() -> None:
+    # A reviewer sent to the admin lands on its login page: it named Django, not this product.
+    login = Client().get("/admin/login/").content.decode()
+    index = client_for(make_user("ada", "admin")).get("/admin/").content.decode()
+
+    for page in (login, index):
+        assert "Gatehouse administration" in page and "<title>" in page
+        assert "Django administration" not in page and "Django site admin" not in page

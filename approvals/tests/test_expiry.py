@@ -129,3 +129,18 @@ def test_a_decided_request_is_left_alone_by_expiry(gate_with: GateWith) -> None:
     assert do_expire_due(now=later(61)) == 0
     request_.refresh_from_db()
     assert request_.status == ApprovalStatus.APPROVED
+
+
+def test_an_inbox_row_says_what_expiry_does_in_the_decision_pages_words(gate_with: GateWith) -> None:
+    from django.test import Client
+
+    rejecting = gate_with(Expiry(3600, "reject"))
+    escalating = gate_with(Expiry(3600, "escalate", to_queue="supervisors"))
+    page = Client()
+    page.force_login(make_user("ada", "admin"))
+
+    inbox = page.get("/").content.decode().lower()
+    said = ((rejecting, "rejected automatically in"), (escalating, "escalates to supervisors in"))
+    for request_, words in said:
+        assert words in inbox
+        assert words in page.get(f"/approvals/{request_.pk}/").content.decode().lower()
