@@ -156,9 +156,19 @@ AGE_CHOICES = [
 class InboxFilterForm(forms.Form):
     """The inbox's filters (GET). Unknown values are refused, not ignored."""
 
-    queue = forms.ChoiceField(required=False)
-    agent = forms.ChoiceField(required=False)
-    age = forms.ChoiceField(required=False, choices=AGE_CHOICES)
+    # Said in the page's words: Django's "Select a valid choice. x is not one of the available
+    # choices" names no list a reviewer can see.
+    queue = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": "there is no queue “%(value)s” that you can see."}
+    )
+    agent = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": "no agent is registered as “%(value)s”."}
+    )
+    age = forms.ChoiceField(
+        required=False,
+        choices=AGE_CHOICES,
+        error_messages={"invalid_choice": "“%(value)s” is not one of the ages the list offers."},
+    )
 
     def __init__(self, data: QueryDict | None, *, queues: list[str]) -> None:
         super().__init__(data)

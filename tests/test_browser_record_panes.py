@@ -96,7 +96,7 @@ def test_the_inbox_and_the_conversation_show_the_record(
     shoot(page, "inbox-record")
 
     page.goto(f"{live_server_url}/?agent=nope&age=9")
-    expect(page.locator(".alert.error")).to_contain_text("Agent: Select a valid choice.")
+    expect(page.locator(".alert.error")).to_contain_text("Agent: no agent is registered as “nope”.")
     shoot(page, "inbox-bad-filters")
 
     wait_for(

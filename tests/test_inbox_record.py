@@ -138,14 +138,16 @@ def test_a_row_of_a_paused_thread_says_the_thread_is_paused() -> None:
 
 
 def test_refused_filters_read_as_clean_sentences() -> None:
-    response = reviewer().get("/", {"agent": "nope", "age": "9"})
+    rita = reviewer()
+    response = rita.get("/", {"agent": "nope", "age": "9"})
+    other = rita.get("/", {"queue": "nobody-here"})
 
     html = response.content.decode()
     start = html.index("Those filters are not valid")
     message = html[start : html.index("</div>", start)]
     assert response.status_code == 400
     assert message == (
-        "Those filters are not valid. Agent: Select a valid choice. nope is not one of the available "
-        "choices. Age: Select a valid choice. 9 is not one of the available choices. "
-        "Showing everything instead."
+        "Those filters are not valid. Agent: no agent is registered as “nope”. "
+        "Age: “9” is not one of the ages the list offers. Showing everything instead."
     )
+    assert "Queue: there is no queue “nobody-here” that you can see." in other.content.decode()

@@ -46,8 +46,8 @@ def inbox(request: AuthedRequest) -> HttpResponse:
 
 
 def _filter_errors(form: InboxFilterForm) -> list[str]:
-    """Each refused filter as a sentence: 'Age: Select a valid choice. 9 is not one of the
-    available choices.' (Django's messages end in a full stop; the page adds none after)."""
+    """Each refused filter as a sentence: 'Age: “9” is not one of the ages the list offers.'
+    (the messages end in a full stop; the page adds none after)."""
     sentences = []
     for name, errors in form.errors.items():
         text = " ".join(str(e).strip() for e in errors)
