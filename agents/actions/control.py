@@ -29,6 +29,7 @@ from checkpoints.backends.base import (
     ThreadData,
     ThreadNotFound,
 )
+from checkpoints.digest import canonical_json
 from checkpoints.models import CheckpointSource, ThreadStatus
 
 ACTIVE = (ThreadStatus.RUNNING, ThreadStatus.WAITING, ThreadStatus.PAUSED)
@@ -112,7 +113,8 @@ def do_resume(thread_id: str, *, actor: str) -> ThreadData:
 def do_cancel(thread_id: str, *, actor: str) -> ThreadData:
     """Stop the thread for good; its open approval requests are superseded."""
     with transaction.atomic():
-        thread = _locked(thread_id, allowed=ACTIVE, verb="cancel")
+        # A failed thread may be resumed, and one that failed at a gate keeps its requests open.
+        thread = _locked(thread_id, allowed=(*ACTIVE, ThreadStatus.FAILED), verb="cancel")
         gate_protocol.supersede_gates(
             thread_id=thread_id,
             checkpoint_id=thread.head_id,
@@ -138,8 +140,9 @@ def do_update_state(
         agent = registered_agent(thread.agent, verb="edit the state of")
         head = load_checkpoint(thread_id=thread_id, agent=agent.name)
         valid = check_state(agent, values)
-        # An unchanged save would still supersede the open approvals and ask them again.
-        if valid == _as_stored(agent, head.values):
+        # An unchanged save would still supersede the open approvals and ask them again. As
+        # JSON: to Python 1 == 1.0 == True, and changing one to another is an edit.
+        if canonical_json(valid) == canonical_json(_as_stored(agent, head.values)):
             raise NothingChanged(NOTHING_CHANGED)
         if errors := agent.edit_errors(before=head.values, after=valid):  # the adapter's reason first
             raise InvalidInput(errors)
@@ -272,22 +275,45 @@ def _status_for(*, gates: bool, next_nodes: list[str], keep_paused: bool) -> Thr
 
 
 def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any]]:
-    """Side-effecting (gated) actions that ran after checkpoint_id on the current branch: a fork
-    from there (or, from the head, an edit) may run them again, each after a fresh approval."""
+    """Side-effecting (gated) actions that ran after checkpoint_id on its branch (the current
+    one, or the branch the thread left it on): a fork from there (or, from the head, an edit) may
+    run them again, each after a fresh approval."""
     try:
         thread = get_backend().get_thread(thread_id=thread_id)
         agent = registry.get(thread.agent)
     except UnknownAgent:
         return []  # nothing can be forked from it either (do_fork says why)
     origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
+    # One query reads every summary (no values): a thread's history may be long.
+    by_id = {c.id: c for c in get_backend().history(thread_id=thread_id, limit=None)}
+    end = _branch_end(by_id, origin=origin.id, head=thread.head_id or origin.id)
     try:
         head = (
-            origin if origin.id == thread.head_id else load_checkpoint(thread_id=thread_id, agent=agent.name)
+            origin
+            if origin.id == end
+            else load_checkpoint(thread_id=thread_id, checkpoint_id=end, agent=agent.name)
         )
     except CorruptCheckpoint:
         return []  # what ran after cannot be read; a fork from a good checkpoint still works
     named = agent.side_effects_after(origin=origin.values, head=head.values)
-    return named + _unnamed(_recorded_on_branch(agent, origin=origin, head=head), named=named)
+    recorded = _recorded_on_branch(agent, origin=origin, head=head, by_id=by_id)
+    return named + _unnamed(recorded, named=named)
+
+
+def _branch_end(by_id: dict[str, CheckpointSummary], *, origin: str, head: str) -> str:
+    """The head if origin is on its branch; else the newest leaf below origin, the end of the
+    branch the thread left it on: the head's branch never ran what a fork from origin replays."""
+    if _branch(by_id, origin=origin, head=head):
+        return head
+    children: dict[str, list[CheckpointSummary]] = {}
+    for c in by_id.values():
+        children.setdefault(c.parent_id or "", []).append(c)
+    leaves, below = [], [by_id[origin]] if origin in by_id else []
+    while below:
+        checkpoint = below.pop()
+        below += children.get(checkpoint.id, [])
+        leaves += [] if checkpoint.id in children else [checkpoint]
+    return max(leaves, key=lambda c: (c.created_at, c.step)).id if leaves else origin
 
 
 def _unnamed(recorded: list[dict[str, Any]], *, named: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -304,28 +330,26 @@ def _unnamed(recorded: list[dict[str, Any]], *, named: list[dict[str, Any]]) -> 
 
 
 def _recorded_on_branch(
-    agent: Agent, *, origin: CheckpointData, head: CheckpointData
+    agent: Agent, *, origin: CheckpointData, head: CheckpointData, by_id: dict[str, CheckpointSummary]
 ) -> list[dict[str, Any]]:
     """Gated actions whose results runtime.run_once recorded at a gate checkpoint from origin to
     head. A tool's result commits with its side effect, before its step's checkpoint: this finds
     an effect whether its step landed, or a cancel, edit or fork (or a dead worker) left it in no
     state of the branch, and for agents whose values side_effects_after cannot read."""
     found: list[dict[str, Any]] = []
-    for checkpoint in _branch(origin=origin, head=head):
+    for checkpoint in _branch(by_id, origin=origin.id, head=head.id):
         if checkpoint.metadata.get(gate_protocol.GATES_KEY):
             found += _recorded_effects(agent, checkpoint=checkpoint, loaded=(origin, head))
     return found
 
 
-def _branch(*, origin: CheckpointData, head: CheckpointData) -> list[CheckpointSummary]:
-    """Each checkpoint from head back to origin; [] if origin is not on head's branch. One query
-    reads all their summaries (no values): a branch may be long."""
-    by_id = {c.id: c for c in get_backend().history(thread_id=head.thread_id, limit=None)}
+def _branch(by_id: dict[str, CheckpointSummary], *, origin: str, head: str) -> list[CheckpointSummary]:
+    """Each checkpoint from head back to origin; [] if origin is not on head's branch."""
     branch: list[CheckpointSummary] = []
-    checkpoint = by_id.get(head.id)
+    checkpoint = by_id.get(head)
     while checkpoint is not None:
         branch.append(checkpoint)
-        if checkpoint.id == origin.id:
+        if checkpoint.id == origin:
             return branch
         checkpoint = by_id.get(checkpoint.parent_id or "")
     return []

@@ -43,11 +43,17 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
     backend = get_backend()
     # Parents before children: a child's step is its parent's plus one.
     checkpoints = sorted(backend.list(thread_id=thread.id), key=lambda c: c.step)
+    status = thread.status
     if branch:
-        keep = _ancestors({c.id: c for c in checkpoints}, branch)
+        by_id = {c.id: c for c in checkpoints}
+        keep = _ancestors(by_id, branch)
         if not keep:
             raise CheckpointNotFound(thread.id, branch)
         checkpoints = [c for c in checkpoints if c.id in keep]
+        if branch != str(thread.head_id):
+            status = _left_at(by_id[branch])
+    elif thread.head_id:
+        checkpoints = _head_tree(checkpoints, head=str(thread.head_id))
     ids = {c.id for c in checkpoints}
     requests = (
         ApprovalRequest.objects.filter(thread=thread).select_related("decided_by").order_by("created_at")
@@ -59,7 +65,7 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
         "thread": {
             "id": thread.id,
             "agent": thread.agent,
-            "status": thread.status,
+            "status": status,
             "head": branch or (str(thread.head_id) if thread.head_id else None),
             "offline_model": bool(thread.metadata.get("offline_model")),
             # Only when set: a document without it still imports where the field is unknown.
@@ -68,6 +74,22 @@ def export_thread(thread: Thread, *, branch: str | None = None) -> dict[str, Any
         "checkpoints": [_checkpoint(c) for c in checkpoints],
         "decisions": history + [_decision(r) for r in requests if str(r.checkpoint_id) in ids],
     }
+
+
+def _head_tree(checkpoints: list[CheckpointData], *, head: str) -> list[CheckpointData]:
+    """The checkpoints in the head's tree, in their order. Retention re-links a checkpoint whose
+    ancestors it all pruned to no parent: once it prunes the one a fork branched from, the old
+    branch is a tree of its own, and a document holds one (the old branch exports by itself)."""
+    roots: dict[str, str] = {}
+    for c in checkpoints:  # by step: each parent before its children
+        roots[c.id] = roots.get(c.parent_id or "", c.id)
+    return [c for c in checkpoints if roots[c.id] == roots.get(head)]
+
+
+def _left_at(leaf: CheckpointData) -> ThreadStatus:
+    """The status of a branch the thread has left: the thread's own status is its head's (a done
+    thread's old branch may end at a gate, which an import would then never run)."""
+    return ThreadStatus.PAUSED if leaf.next else ThreadStatus.DONE
 
 
 def _imported(thread: Thread, checkpoints: list[CheckpointData]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from approvals.http import AuthedRequest
 from approvals.thread_forms import parse_state
 from checkpoints.backends.base import CheckpointError
 from checkpoints.diff import diff_values
+from checkpoints.digest import canonical_json
 from checkpoints.models import Thread
 
 CHANGES_PAGE = 200
@@ -67,7 +68,8 @@ def _fork(
     context["text"] = request.POST.get("values", context["text"])
     try:
         values = parse_state(context["text"])
-        edited = values != context["item"].values
+        # As JSON: to Python 1 == 1.0 == True, and changing one to another is an edit.
+        edited = canonical_json(values) != canonical_json(context["item"].values)
         if not request.POST.get("confirm"):
             check_state(registered_agent(thread.agent, verb="fork"), values)
             context["preview"] = {"edited": edited, "changes": diff_values(context["item"].values, values)}

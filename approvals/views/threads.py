@@ -145,7 +145,13 @@ def control(request: AuthedRequest, thread_id: str, verb: str) -> HttpResponse:
         raise PermissionDenied(str(exc)) from exc
     except ThreadStateError as exc:
         messages.error(request, str(exc))
+    except CorruptCheckpoint as exc:  # resume reads the head, as the step would
+        messages.error(request, _corrupt_head(exc))
     return redirect("approvals:thread", thread_id=thread.id)
+
+
+def _corrupt_head(exc: CorruptCheckpoint) -> str:
+    return f"Nothing was changed: {exc} Fork from the last good checkpoint."
 
 
 @require_http_methods(["GET", "POST"])
@@ -202,6 +208,8 @@ def continue_thread(request: AuthedRequest, thread_id: str) -> HttpResponse:
         raise PermissionDenied(str(exc)) from exc
     except (InvalidInput, ThreadStateError) as exc:
         messages.error(request, str(exc))
+    except CorruptCheckpoint as exc:  # the message would go on from a head that cannot be read
+        messages.error(request, _corrupt_head(exc))
     return redirect("approvals:thread", thread_id=thread.id)
 
 
