@@ -144,7 +144,11 @@ class PolicyAdmin(CheckedSelection):
         return Access.of(request.user).is_admin
 
     def save_model(self, request: HttpRequest, obj: Policy, form: Any, change: bool) -> None:
-        old = Policy.objects.filter(pk=obj.pk).first() if change else None
+        # Locked (the admin's save is one transaction), and the version taken from the row: a
+        # save that landed since the form's copy was read would otherwise share its next version.
+        old = Policy.objects.select_for_update().filter(pk=obj.pk).first() if change else None
+        if old is not None:
+            obj.version = old.version
         # On the request, not self: one admin instance serves every request.
         request._policy_before = policy_facts(old) if old is not None else None  # type: ignore[attr-defined]
         if not change:

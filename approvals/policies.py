@@ -8,7 +8,8 @@ and no later policy decides the call, a person does.
     args     the proposed arguments of the call
     agent    the agent's name            tool    the gated tool's name
     thread   {id, tenant, metadata}      now     the time (a CEL timestamp)
-    effects  this thread's completed calls of the tool: {count, sum: {arg: total}, args: [...]}
+    effects  this thread's calls of the tool that ran or are approved to run (one approved
+             earlier at the same gate too): {count, sum: {arg: total}, args: [...]}
 """
 
 import logging
@@ -237,11 +238,18 @@ class Rule:
         return f"'{self.name}' v{self.version}"
 
     @property
+    def standing(self) -> bool:
+        """A standing decision: an approval scoped to one thread (a reviewer's "keep approving")."""
+        return bool(self.thread_id) and self.action == PolicyAction.APPROVE
+
+    @property
     def precedence(self) -> tuple[bool, int, int]:
-        """Where it is tried: every policy for all threads by order, then the standing decisions
-        (scoped to a thread) by order. A standing decision only decides what would otherwise go
-        to a person, whatever order an admin gives a policy."""
-        return (bool(self.thread_id), self.order, self.id)
+        """Where it is tried: every other policy by order, then the standing decisions by order.
+        A standing decision only decides what would otherwise go to a person, whatever order an
+        admin gives a policy; an admin's deny, route or require scoped to one thread is no
+        standing decision and keeps its order (after them, a policy for all threads with a
+        higher order approved what the admin meant to stop on that thread)."""
+        return (self.standing, self.order, self.id)
 
     def applies(self, *, agent: str, thread_id: str, now: datetime) -> bool:
         """Whether the rule covers a call by `agent` on the thread at `now` (its tool aside). A

@@ -7,9 +7,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from django.utils import timezone
+
 from approvals.actions.policies import EDITABLE, check_policy, groups_named, policy_facts
-from approvals.effects import RECENT, ran_requests
-from approvals.models import ApprovalRequest, ApprovalStatus, Policy, PolicyAction
+from approvals.models import RAN, ApprovalRequest, ApprovalStatus, Policy, PolicyAction
 from approvals.policies import Rule, Unevaluated, effects_summary, first_match, gate_variables, load_rules
 from approvals.presentation import LONG_TEXT, arg_rows
 from checkpoints.models import Thread
@@ -101,6 +102,7 @@ def candidate_rule(policy: Policy, *, groups: list[str]) -> Rule:
         order=policy.order,
         tool=policy.tool,
         enabled=policy.enabled,
+        created_at=policy.created_at or timezone.now(),  # an unsaved one would be made now
     )
 
 
@@ -159,18 +161,31 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
     thread_ids = {r.thread_id for r in recent}
     # One query for every thread's metadata (and one for their effects, if a condition reads
     # them), not one per request: the last 1,000 requests span hundreds of threads.
-    metadata = dict(Thread.objects.filter(pk__in=thread_ids).values_list("id", "metadata"))
-    effects = _effects_reader(thread_ids)
+    threads = Thread.objects.filter(pk__in=thread_ids).values_list("id", "metadata", "created_at")
+    metadata = {thread_id: (data, created) for thread_id, data, created in threads}
+    effects = _effects_reader(tool, thread_ids)
     changed: list[PreviewRow] = []
     counts: dict[str, int] = {}
-    for request_ in recent:
+    # The calls of one model message open at one gate, in id order: one the set would approve
+    # counts in the effects its later siblings see, as at the gate.
+    approved_at_gate: dict[Any, list[dict[str, Any]]] = {}
+    decided: dict[int, Rule | Unevaluated | None] = {}
+    for request_ in sorted(recent, key=lambda r: r.pk):
+        data, created = metadata.get(request_.thread_id, ({}, request_.created_at))
+        # As the gate: a policy scoped to a thread decides only on the thread it was made on.
         applying = [
             r
             for r in rules
             if r.applies(agent=request_.agent, thread_id=request_.thread_id, now=request_.created_at)
+            and r.made_on(thread_created=created)
         ]
-        variables = _variables(request_, metadata.get(request_.thread_id) or {}, effects=effects)
-        deciding = first_match(applying, variables=variables)
+        siblings = approved_at_gate.setdefault(request_.checkpoint_id, [])
+        variables = _variables(request_, data or {}, effects=effects, siblings=list(siblings))
+        deciding = decided[request_.pk] = first_match(applying, variables=variables)
+        if isinstance(deciding, Rule) and deciding.action == PolicyAction.APPROVE:
+            siblings.insert(0, request_.args)
+    for request_ in recent:
+        deciding = decided[request_.pk]
         would = outcome(deciding)
         # The rule behind the outcome: the one that decides, or the one that failed to evaluate.
         behind = deciding.rule if isinstance(deciding, Unevaluated) else deciding
@@ -192,20 +207,31 @@ def preview_policy(candidate: Rule, *, limit: int = DEFAULT_LIMIT) -> Preview:
     return Preview(considered=len(recent), changed=changed, counts=counts)
 
 
-def _effects_reader(thread_ids: set[str]) -> Callable[[str], list[ApprovalRequest]]:
-    """Each thread's requests whose tool ran, newest first (the last RECENT, as thread_effects
-    reads them for the gate), read for all the threads at once when first asked."""
+def _effects_reader(tool: str, thread_ids: set[str]) -> Callable[[str], list[ApprovalRequest]]:
+    """Each thread's calls of the tool that ran or were approved to run, read for all the
+    threads at once when first asked (as the gate reads them: every one, not the last of any
+    tool)."""
 
     @cache
     def by_thread() -> dict[str, list[ApprovalRequest]]:
         done: dict[str, list[ApprovalRequest]] = {}
-        for row in ran_requests().filter(thread_id__in=thread_ids):
-            rows = done.setdefault(row.thread_id, [])
-            if len(rows) < RECENT:
-                rows.append(row)
+        rows = ApprovalRequest.objects.filter(thread_id__in=thread_ids, action=tool, status__in=RAN)
+        for row in rows.only(*EFFECT_FIELDS).order_by("-decided_at", "-id"):
+            done.setdefault(row.thread_id, []).append(row)
         return done
 
     return lambda thread_id: by_thread().get(thread_id, [])
+
+
+EFFECT_FIELDS = ("thread_id", "checkpoint_id", "args", "decision_args", "decided_at", "decided_by")
+
+
+def _done_before(effect: ApprovalRequest, request_: ApprovalRequest) -> bool:
+    """Whether the gate of request_ counted the effect: approved before the request was raised,
+    (a sibling at the same gate, decided after it was raised, counts as the previewed set
+    decides it)."""
+    decided = effect.decided_at
+    return effect.pk != request_.pk and decided is not None and decided < request_.created_at
 
 
 def _variables(
@@ -213,15 +239,12 @@ def _variables(
     metadata: dict[str, Any],
     *,
     effects: Callable[[str], list[ApprovalRequest]],
+    siblings: list[dict[str, Any]],
 ) -> Any:
     def build(with_effects: bool) -> dict[str, Any]:
         # The effects done before the request was raised: what its gate would have seen.
         done = (
-            [
-                e.effective_args
-                for e in effects(request_.thread_id)
-                if e.action == request_.action and e.ran_at < request_.created_at  # type: ignore[attr-defined]
-            ]
+            [*siblings, *(e.effective_args for e in effects(request_.thread_id) if _done_before(e, request_))]
             if with_effects
             else []
         )

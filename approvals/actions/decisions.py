@@ -173,6 +173,12 @@ def do_decide(seen: ApprovalRequest, *, reviewer: AbstractBaseUser, valid: Valid
             # Only for the arguments the reviewer read: another's edit since replaced them, or
             # the client approved arguments it never read (the API's approved_args).
             check_args_seen(request_, seen_mark=valid.args_seen or args_mark(seen.effective_args))
+        if request_.is_pending and valid.decision == Decision.EDIT and valid.args is not None:
+            # An edit is a new proposal: the policies the gate tried on the model's are tried on it.
+            from approvals.actions.policy_gates import edit_refusal  # it imports this module
+
+            if refusal := edit_refusal(request_, args=valid.args, may_decide=Access.of(reviewer).can_decide):
+                raise InvalidInput({"args": refusal})
         # What the reviewer was shown, before a sign-off's edit or the decision changes it.
         shown = request_facts(request_)
         if (

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from approvals.actions.audit import audit_request
 from approvals.actions.decisions import do_decide_by_policy
-from approvals.effects import thread_effects
-from approvals.models import ApprovalRequest, Policy, PolicyAction
+from approvals.models import RAN, ApprovalRequest, Policy, PolicyAction
 from approvals.policies import Rule, Unevaluated, effects_summary, first_match, gate_variables, rules_for
 from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadData
@@ -114,23 +113,39 @@ def _reads_thread(rules: list[Rule]) -> bool:
     return any("thread" in r.when.replace("thread.id", "") for r in rules)
 
 
-def _variables(request_: ApprovalRequest, *, agent: str, metadata: dict[str, Any]) -> Any:
+def _variables(
+    request_: ApprovalRequest, *, agent: str, metadata: dict[str, Any], args: dict[str, Any] | None = None
+) -> Any:
+    """The gate's variables for the request (`args`: another proposal for it, a reviewer's edit)."""
+    proposed = request_.args if args is None else args
+
     def build(with_effects: bool) -> dict[str, Any]:
-        done = (
-            [e.args for e in thread_effects(request_.thread_id) if e.request.action == request_.action]
-            if with_effects
-            else []
-        )
+        done = _done_args(request_) if with_effects else []
         return gate_variables(
-            args=request_.args,
+            args=proposed,
             agent=agent,
             tool=request_.action,
             thread_id=request_.thread_id,
             metadata=metadata,
-            effects=effects_summary(done, current=request_.args),
+            effects=effects_summary(done, current=proposed),
         )
 
     return build
+
+
+def _done_args(request_: ApprovalRequest) -> list[dict[str, Any]]:
+    """The arguments (as run: a reviewer's edit) of the tool's calls on the thread that ran or
+    are approved to run, newest first: every one, not the thread's last effects of any tool
+    (a thousand calls of another tool pushed a refund out of `effects.sum`). A call approved
+    earlier at this same gate counts: ten refunds asked at once each saw none done, and a
+    per-thread limit let all ten through."""
+    rows = (
+        ApprovalRequest.objects.filter(thread_id=request_.thread_id, action=request_.action, status__in=RAN)
+        .exclude(pk=request_.pk)
+        .order_by("-decided_at", "-id")
+        .values_list("args", "decision_args")
+    )
+    return [edited if edited is not None else args for args, edited in rows]
 
 
 def _leave_to_a_person(request_: ApprovalRequest, *, failed: Unevaluated) -> None:
@@ -176,3 +191,42 @@ def _apply(request_: ApprovalRequest, *, rule: Rule) -> bool:
         },
     )
     return False
+
+
+def edit_refusal(
+    request_: ApprovalRequest, *, args: dict[str, Any], may_decide: Callable[[str], bool]
+) -> str:
+    """Why the policies refuse a reviewer's edit of the pending request to `args` ("" if they do
+    not). The gate tried them on the model's proposal; an edit is a new proposal, and one person
+    must not edit a small refund into one a policy denies, routes to a queue they may not decide,
+    or leaves to more approvers than the request waits for. A policy that approves, none that
+    matches, or one that cannot be evaluated leaves the decision to the reviewer making it.
+    Call in the decision's transaction, with the request locked."""
+    thread = _Thread(request_.thread_id)
+    rules = [
+        r for r in _rules(request_.action, agent=request_.agent, thread=thread, fresh=True) if not r.standing
+    ]
+    if not rules:
+        return ""
+    metadata = (thread.data.metadata or {}) if _reads_thread(rules) else {}
+    rule = first_match(
+        rules, variables=_variables(request_, agent=request_.agent, metadata=metadata, args=args)
+    )
+    if not isinstance(rule, Rule):
+        return ""
+    if rule.action == PolicyAction.DENY:
+        why = f": {rule.message}" if rule.message else ""
+        return f"Policy {rule.label} denies these arguments{why}"
+    if rule.action == PolicyAction.ROUTE and rule.queue != request_.queue and not may_decide(rule.queue):
+        return (
+            f"Policy {rule.label} sends these arguments to the {rule.queue!r} queue, which you may not decide"
+        )
+    waits_for = (request_.required_approvals, set(request_.required_groups))
+    if rule.action == PolicyAction.REQUIRE and (
+        rule.approvers > waits_for[0] or not set(rule.groups) <= waits_for[1]
+    ):
+        return (
+            f"Policy {rule.label} requires {rule.approvers} approvers for these arguments; "
+            f"this request waits for {waits_for[0]}"
+        )
+    return ""

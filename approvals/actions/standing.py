@@ -24,8 +24,8 @@ from checkpoints.backends import get_backend
 from checkpoints.backends.base import ThreadNotFound
 
 SCOPES = {"tool": "this tool", "args": "these exact arguments"}
-# Standing decisions are tried after every policy for all threads whatever its order
-# (Rule.precedence); this orders them among themselves, and reads as "last" in lists.
+# Standing decisions are tried after every other policy whatever its order (Rule.precedence);
+# this orders them among themselves, and reads as "last" in lists.
 STANDING_ORDER = 1_000_000
 LONGEST = timedelta(days=90)
 
