@@ -44,8 +44,9 @@ def behaviour(message: dict[str, Any]) -> dict[str, Any]:
 
 def replay(document: dict[str, Any]) -> ReplayReport:
     """Re-run every model step of the exported main line from its parent's state. Call with a
-    document approvals.transfer_format.parse_document accepted (each checkpoint listed after its
-    parent, the head among them). Raise NotReplayable for a model step that recorded no message."""
+    document approvals.actions.transfer.check_export accepted (each checkpoint listed after its
+    parent, the head among them; every state one its agent reads). Raise NotReplayable for a
+    model step that recorded no message."""
     agent = registry.get(document["thread"]["agent"])
     by_id = {c["id"]: c for c in document["checkpoints"]}
     # The first is the root, as import reads it: a parent it names was pruned (an id listed

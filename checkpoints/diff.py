@@ -43,7 +43,7 @@ def diff_values(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """List the changes from old to new, in path order. A call's arguments or a tool's result
     that changed names the fields that changed inside it (`...arguments.amount_cents`)."""
     old_kept, new_kept, places = _unshared(old, new)
-    report = DeepDiff(old_kept, new_kept, view="tree")
+    report = DeepDiff(_typed(old_kept), _typed(new_kept), view="tree")
     changes: list[Change] = []
     for key, kind in _KINDS.items():
         for level in report.get(key, []):
@@ -93,6 +93,34 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _typed(value: Any) -> Any:
+    """value with each number and boolean in a list of plain values as bytes naming its type
+    (b"bool:true"). DeepDiff aligns such lists by Python equality, where 1 == 1.0 == True: [0]
+    to [false] was no change. Bytes are plain to DeepDiff, so it aligns them as before, and no
+    state holds any (it is JSON): _untyped reads each back."""
+    if isinstance(value, dict):
+        return {key: _typed(item) for key, item in value.items()}
+    if not isinstance(value, list):
+        return value
+    if not _plain(value):
+        return [_typed(item) for item in value]
+    return [_tag(item) if isinstance(item, int | float) else item for item in value]
+
+
+def _tag(number: int | float) -> bytes:
+    return f"{type(number).__name__}:{json.dumps(number)}".encode()
+
+
+def _untyped(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return json.loads(value.decode().partition(":")[2])
+    if isinstance(value, dict):
+        return {key: _untyped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_untyped(item) for item in value]
+    return value
+
+
 def _placed(elements: list[Any], places: dict[str, list[int]]) -> list[Any]:
     """A path into the cut lists as a path into the whole ones."""
     if len(elements) > 1 and elements[0] in places and isinstance(elements[1], int):
@@ -119,9 +147,10 @@ def _within_encoded(change: Change, *, old: dict[str, Any], elements: list[Any])
 def _change(kind: str, level: Any, elements: list[Any]) -> Change:
     """One change from a DeepDiff tree level at the path of these elements."""
     path = "".join(f"[{e}]" if isinstance(e, int) else f".{e}" for e in elements).lstrip(".")
+    old, new = _untyped(level.t1), _untyped(level.t2)
     if kind == "changed":
-        return Change(kind, path, level.t1, level.t2)
-    return Change(kind, path, None, level.t2) if kind == "added" else Change(kind, path, level.t1, None)
+        return Change(kind, path, old, new)
+    return Change(kind, path, None, new) if kind == "added" else Change(kind, path, old, None)
 
 
 def _sort_key(path: str) -> list[tuple[int, Any]]:

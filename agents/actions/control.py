@@ -13,6 +13,7 @@ import pydantic
 from django.db import transaction
 
 from agents import gates as gate_protocol
+from agents import llm
 from agents.actions.start import InvalidInput, check_state
 from agents.dispatch import after_commit
 from agents.graph import Agent, Gate
@@ -179,11 +180,7 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
         thread = _locked(thread_id, allowed=allowed, verb="fork")
         agent = registered_agent(thread.agent, verb="fork")
         origin = load_checkpoint(thread_id=thread_id, checkpoint_id=checkpoint_id, agent=agent.name)
-        valid = check_state(agent, values if values is not None else origin.values)
-        if values is not None:
-            if errors := agent.edit_errors(before=origin.values, after=valid):
-                raise InvalidInput(errors)
-            valid = agent.edited_state(before=origin.values, after=valid)
+        valid = check_fork(agent, origin=origin.values, values=values)
         reason = f"{_name(actor)} forked the thread from step {origin.step}"
         return _write(
             thread,
@@ -195,6 +192,18 @@ def do_fork(thread_id: str, *, checkpoint_id: str, values: dict[str, Any] | None
             reason=reason,
             keep_paused=False,
         )
+
+
+def check_fork(agent: Agent, *, origin: dict[str, Any], values: dict[str, Any] | None) -> dict[str, Any]:
+    """The state a fork from `origin` starts from: its own, or `values` (an edit of it) as the
+    agent accepts them. Raise InvalidInput as a fork would: the fork dialog's preview calls this
+    too, so it refuses what the confirm refuses, in the same words."""
+    valid = check_state(agent, values if values is not None else origin)
+    if values is None:
+        return valid
+    if errors := agent.edit_errors(before=origin, after=valid):
+        raise InvalidInput(errors)
+    return agent.edited_state(before=origin, after=valid)
 
 
 def do_continue(thread_id: str, *, text: str, actor: str) -> Written:
@@ -295,9 +304,21 @@ def replay_warnings(thread_id: str, *, checkpoint_id: str) -> list[dict[str, Any
         )
     except CorruptCheckpoint:
         return []  # what ran after cannot be read; a fork from a good checkpoint still works
-    named = agent.side_effects_after(origin=origin.values, head=head.values)
+    found = agent.side_effects_after(origin=origin.values, head=head.values)
+    named = [_with_object_arguments(effect) for effect in found]
     recorded = _recorded_on_branch(agent, origin=origin, head=head, by_id=by_id)
     return named + _unnamed(recorded, named=named)
+
+
+def _with_object_arguments(effect: dict[str, Any]) -> dict[str, Any]:
+    """An effect found in the state with its arguments as an object, as a recorded one gives
+    them (a gate's args): OpenAI's format keeps them as JSON text. Text that is not an object
+    is kept under "__raw__", as the agent's gate holds such a call's arguments."""
+    arguments = effect.get("arguments")
+    if isinstance(arguments, dict):
+        return effect
+    parsed = llm.parse_arguments(arguments) if isinstance(arguments, str) else arguments
+    return {**effect, "arguments": parsed if isinstance(parsed, dict) else {"__raw__": parsed}}
 
 
 def _branch_end(by_id: dict[str, CheckpointSummary], *, origin: str, head: str) -> str:

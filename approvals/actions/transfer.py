@@ -166,14 +166,31 @@ def check_import(document: Any, *, thread_id: str | None, rename_with: str = "?t
     """Validate a whole export (shape, tree, every state against its agent) and the id to
     import it under. Raise InvalidExport with a readable message. rename_with: how the caller
     names the id to import under (the API's query parameter, the command's option)."""
-    try:
-        doc = parse_document(document)
-    except ValueError as exc:
-        raise InvalidExport(f"invalid export: {exc}") from exc
+    doc = _parsed(document)
     new_id = thread_id if thread_id is not None else doc.thread.id
     if not is_valid_thread_id(new_id):
         what = "thread_id" if thread_id is not None else f"thread.id (import it under {rename_with})"
         raise InvalidExport(f"invalid {what}: {THREAD_ID_RULE}")
+    return _checked(doc, thread_id=new_id)
+
+
+def check_export(document: Any) -> ValidImport:
+    """check_import's checks of the document itself, for a reader that writes nothing
+    (replay_thread): it refuses what an import refuses, in the same words. The id to import
+    under is not checked (an import may rename it); thread_id is the document's."""
+    doc = _parsed(document)
+    return _checked(doc, thread_id=doc.thread.id)
+
+
+def _parsed(document: Any) -> ThreadDocument:
+    try:
+        return parse_document(document)
+    except ValueError as exc:
+        raise InvalidExport(f"invalid export: {exc}") from exc
+
+
+def _checked(doc: ThreadDocument, *, thread_id: str) -> ValidImport:
+    """The document's tenant, agent, states and gates, each checkpoint's against its agent."""
     if doc.thread.tenant is not None and not is_valid_tenant(doc.thread.tenant):
         raise InvalidExport(f"invalid export: thread.tenant: {THREAD_ID_RULE}")
     if doc.thread.agent not in registry.names():
@@ -187,7 +204,7 @@ def check_import(document: Any, *, thread_id: str | None, rename_with: str = "?t
         # After the agent's own reasons, which name the fault more closely.
         if problem := gate_protocol.unkeyable(gates[c.id]):
             raise InvalidExport(f"invalid export: checkpoint {c.id}: {problem}")
-    return ValidImport(document=doc, agent=agent, thread_id=new_id, checkpoints=checkpoints, gates=gates)
+    return ValidImport(document=doc, agent=agent, thread_id=thread_id, checkpoints=checkpoints, gates=gates)
 
 
 def _checked_values(c: CheckpointDoc, agent: Agent) -> dict[str, Any]:

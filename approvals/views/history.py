@@ -10,7 +10,8 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from agents.actions import InvalidInput, ThreadStateError, check_state, registered_agent, replay_warnings
+from agents.actions import InvalidInput, ThreadStateError, registered_agent, replay_warnings
+from agents.actions.control import check_fork
 from approvals import effects, thread_selectors
 from approvals.access import Access
 from approvals.actions.errors import NotAllowed
@@ -71,7 +72,10 @@ def _fork(
         # As JSON: to Python 1 == 1.0 == True, and changing one to another is an edit.
         edited = canonical_json(values) != canonical_json(context["item"].values)
         if not request.POST.get("confirm"):
-            check_state(registered_agent(thread.agent, verb="fork"), values)
+            # The fork's own checks, the agent's refusals of an edit included: what the confirm
+            # would refuse, the preview refuses in the same words.
+            agent = registered_agent(thread.agent, verb="fork")
+            check_fork(agent, origin=context["item"].values, values=values if edited else None)
             context["preview"] = {"edited": edited, "changes": diff_values(context["item"].values, values)}
             return render(request, "approvals/checkpoint.html", context)
         do_fork_thread(

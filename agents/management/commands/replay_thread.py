@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agents.llm import ModelUnavailable
 from agents.registry import UnknownAgent
 from agents.replay import NotReplayable, replay
-from approvals.transfer_format import parse_document
+from approvals.actions.transfer import InvalidExport, check_export
 from checkpoints import json_text
 
 
@@ -24,9 +24,11 @@ class Command(BaseCommand):
         except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from exc
         try:
-            parse_document(document)  # its fields and its tree, as an import checks them
-        except ValueError as exc:
-            raise CommandError(f"{file} is not a valid thread export: {exc}") from exc
+            # Everything an import checks but the id it is written under: a document an import
+            # refuses is refused here, in its words, before any step runs.
+            check_export(document)
+        except InvalidExport as exc:
+            raise CommandError(f"Cannot replay {file}: {exc}") from exc
         try:
             report = replay(document)
         except NotReplayable as exc:
