@@ -5,6 +5,7 @@ key, requests go to the built-in offline model served by this app, over real HTT
 """
 
 import itertools
+import re
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -143,15 +144,50 @@ def reply_from(data: Any) -> ModelReply:
     try:
         message = data["choices"][0]["message"]
         calls = [
-            ToolCall.of(c) for c in message.get("tool_calls") or [] if c.get("type", "function") == "function"
+            _storable_call(ToolCall.of(c))
+            for c in message.get("tool_calls") or []
+            if c.get("type", "function") == "function"
         ]
         return ModelReply(
-            content=message.get("content"), tool_calls=distinct_ids(calls), model=str(data.get("model", ""))
+            content=storable(message.get("content")),
+            tool_calls=distinct_ids(calls),
+            model=storable(str(data.get("model", ""))),
         )
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise MalformedReply(
             f"the model's reply is not a chat completion ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone UTF-16 surrogate: JSON's "\\ud800" parses into one, and no column can store it (it
+has no UTF-8 encoding). A model, which a prompt can steer, may write it anywhere in a reply."""
+
+
+def storable(value: Any) -> Any:
+    """The model's text (or JSON value) with each lone surrogate replaced by U+FFFD: the step
+    keeps what the model said rather than failing to store it."""
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    return value
+
+
+def _storable_call(call: ToolCall) -> ToolCall:
+    """The call with text a checkpoint can store. Its arguments keep a surrogate as JSON's
+    escape for it, which means the same inside a JSON string: the tool then refuses them
+    (Tool.validate_args), saying why, as it refuses any it cannot take, and no gate opens.
+    An id is left to distinct_ids, which replaces one a gate cannot key."""
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        arguments = SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", arguments)
+    name = storable(call.name)
+    if (name, arguments) == (call.name, call.arguments):
+        return call
+    return ToolCall(id=call.id, name=name, arguments=arguments)
 
 
 def distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
@@ -188,7 +224,11 @@ def assistant_message(reply: ModelReply, *, message_id: str) -> dict[str, Any]:
 def parse_arguments(raw: str) -> Any:
     """A call's arguments, or the text itself where it is not JSON Gatehouse can read (its tool
     then refuses it, saying why)."""
+    from config.bad_text import first_problem  # not at import: it loads Django's auth
+
     try:
-        return json_text.loads(raw or "{}")
+        parsed = json_text.loads(raw or "{}")
     except ValueError:  # malformed, too deep, NaN, an endless integer
         return raw
+    # A lone surrogate or a NUL: a gate or a tool message holding it could not be stored.
+    return raw if first_problem(parsed, "arguments") else parsed

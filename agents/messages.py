@@ -8,6 +8,7 @@ the edit was accepted. Extra keys (our `id`, `edited_by`, ...) are allowed.
 """
 
 import hashlib
+import re
 from collections.abc import Collection
 from typing import Any
 
@@ -43,7 +44,8 @@ def distinct_call_ids(ids: list[Any], *, used: Collection[str] = ()) -> list[str
         if not _storable(call_id) or call_id in taken:
             seed = f"{position}:{call_id}"
             while True:  # a hostile model may have picked the replacement as another call's id
-                seed = hashlib.sha256(seed.encode()).hexdigest()
+                # surrogatepass: a lone surrogate encodes (a valid id's seed is as before).
+                seed = hashlib.sha256(seed.encode(errors="surrogatepass")).hexdigest()
                 call_id = f"call_{position}_{seed[:20]}"
                 if call_id not in kept and call_id not in taken:
                     break
@@ -53,7 +55,13 @@ def distinct_call_ids(ids: list[Any], *, used: Collection[str] = ()) -> list[str
 
 
 def _storable(call_id: Any) -> bool:
-    return isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS
+    return (
+        isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS and not UNSTORABLE.search(call_id)
+    )
+
+
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""A NUL or a lone surrogate (config.bad_text): a gate key holding one cannot be stored."""
 
 
 class ToolCall(pydantic.BaseModel):

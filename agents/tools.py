@@ -176,6 +176,13 @@ class Tool:
                 ) from exc
         if not isinstance(args, dict):
             raise ToolArgumentsError(self.name, {"__all__": "The arguments must be a JSON object"})
+        from config.bad_text import first_problem  # not at import: it loads Django's auth
+
+        if problem := first_problem(args, ""):
+            # A lone surrogate or a NUL (a model can write "\\ud800"): refused as the HTTP API
+            # refuses it, before a gate or a result could fail to store it. Keys are named by
+            # repr, so the sentence the model reads holds neither.
+            raise ToolArgumentsError(self.name, {"__all__": f"The arguments cannot be stored: {problem}"})
         try:
             return self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:

@@ -10,7 +10,7 @@ from agents import gates as gate_protocol
 from agents.graph import Gate
 from approvals import events
 from approvals.actions import notify
-from approvals.actions.audit import appended_last
+from approvals.actions.audit import appended_last, audit_request, request_facts
 from approvals.actions.expiry import default_reason, describe_duration, escalation_reason
 from approvals.actions.policy_gates import do_apply_policies
 from approvals.models import DECIDED, ApprovalRequest, ApprovalStatus, ExpiryAction
@@ -64,6 +64,7 @@ def do_open_requests(
         ]
     )
     asked_before = _link_to_originals(created, asked_as, originals) if originals else {}
+    asked_in = {r.pk: r.queue for r in created}  # before a route policy moves one
     # A policy's ledger events are appended after its decisions resume the thread, as the gates'
     # last statements: the ledger's lock is not held while the thread is resumed.
     with appended_last():
@@ -71,8 +72,8 @@ def do_open_requests(
             thread = get_backend().get_thread(thread_id=thread_id)  # as the step's commit left it
             # No person decided: the step queues with new threads', not ahead of people's.
             gate_protocol.resume_if_decided(thread=thread, checkpoint_id=checkpoint.id, by_person=False)
-    if asked_before:
-        _keep_escalations(created, asked_before)
+        if asked_before:
+            _keep_escalations(created, asked_before, asked_in=asked_in)
     opened = [RequestRoute.of(r) for r in created if r.is_pending]
     if opened:
         events.on_commit(lambda: events.send_requests_opened(requests=opened))
@@ -117,19 +118,34 @@ def _link_to_originals(
     return replaced
 
 
-def _keep_escalations(created: list[ApprovalRequest], asked_before: dict[int, ApprovalRequest]) -> None:
+def _keep_escalations(
+    created: list[ApprovalRequest], asked_before: dict[int, ApprovalRequest], *, asked_in: dict[int, str]
+) -> None:
     """A gate asked again after its request escalated stays escalated: in the queue it went to,
-    its expiry spent (else it went back to reviewers who had let it lapse, for a new period)."""
+    its expiry spent (else it went back to reviewers who had let it lapse, for a new period).
+    `asked_in` is each request's queue before the policies ran.
+
+    Unless a route policy sent it to other reviewers: the escalation was a deadline passing on
+    the earlier request, with the reviewers it was in; the route is an admin's rule on these
+    arguments, and the request says it was routed (its policy, the ledger's `policy.route`). It
+    waits where the route sent it, timed anew: those reviewers never had it."""
     for request_ in created:
         original = asked_before.get(request_.pk)
         if not (request_.is_pending and original and original.escalated_from):
             continue
         if request_.expiry_action != ExpiryAction.ESCALATE or request_.escalate_to != original.queue:
             continue  # the gate's expiry changed since: it escalates elsewhere, or not at all
+        if request_.queue not in (asked_in[request_.pk], original.escalated_from, original.queue):
+            continue  # routed to reviewers who never had it: the route stands
+        seen, moved_from = request_facts(request_), request_.queue
         request_.queue, request_.escalated_from = original.queue, original.escalated_from
         request_.status_reason = escalation_reason(request_, source=original.escalated_from)
         request_.expires_at = None
         request_.save(update_fields=["queue", "escalated_from", "status_reason", "expires_at"])
+        if moved_from != request_.queue:
+            # The ledger says where it is, after the `policy.route` a policy may have appended.
+            data = {"reason": request_.status_reason, "to": request_.queue, "supersedes": original.pk}
+            audit_request(request_, actor=None, action="expiry.escalate", seen=seen, data=data)
 
 
 def do_supersede_requests(*, thread_id: str, reason: str) -> int:
