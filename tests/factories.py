@@ -63,6 +63,68 @@ def api_for(user: User, base_url: str) -> Api:
     return Api(base_url=base_url, token=do_create_token(user=user, name="tests"))
 
 
+def refunds_at_one_gate(amounts: list[int], *, thread_id: str = "") -> list[ApprovalRequest]:
+    """One model message calling the refunds agent's issue_refund once per amount: its gates open
+    together, at one checkpoint, through the gate protocol as the runtime opens them (their
+    requests open where the gate says, and policies apply); on a new thread, or as the next step
+    of `thread_id`."""
+    from agents import gates
+    from agents.registry import registry
+    from checkpoints.backends import get_backend
+    from checkpoints.backends.base import NewCheckpoint
+    from checkpoints.models import CheckpointSource, ThreadStatus
+
+    definition, backend = registry.get("refunds"), get_backend()
+    calls = [
+        {
+            "id": f"call_{uuid.uuid4().hex[:8]}",
+            "type": "function",
+            "function": {
+                "name": "issue_refund",
+                "arguments": json.dumps({"order_id": "ORD-1001", "amount_cents": cents}),
+            },
+        }
+        for cents in amounts
+    ]
+    with transaction.atomic():
+        if thread_id:
+            backend.lock_thread(thread_id=thread_id)
+            head = backend.get(thread_id=thread_id)
+            parent, before = head.id, head.values
+        else:
+            before = definition.initial_values("Refund my orders")
+            thread, first = backend.create_thread(
+                thread_id=f"refunds-{uuid.uuid4().hex[:8]}",
+                agent="refunds",
+                status=ThreadStatus.RUNNING,
+                first=NewCheckpoint(values=before, source=CheckpointSource.INPUT, next=["model"]),
+            )
+            thread_id, parent = thread.id, first.id
+        asked = {
+            "id": f"msg_{uuid.uuid4().hex[:8]}",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": calls,
+        }
+        values = {**before, "messages": [*before["messages"], asked]}
+        opened = definition.pending_gates(definition.state.model_validate(values), "tools")
+        gate = backend.put(
+            thread_id=thread_id,
+            parent_id=parent,
+            expected_head=parent,
+            status=ThreadStatus.WAITING,
+            checkpoint=NewCheckpoint(
+                values=values,
+                source=CheckpointSource.STEP,
+                next=["tools"],
+                node="model",
+                metadata=gates.gate_metadata(opened),
+            ),
+        )
+        gates.open_gates(thread_id=thread_id, agent="refunds", checkpoint=gate, gates=opened)
+    return list(ApprovalRequest.objects.filter(checkpoint_id=gate.id).order_by("id"))
+
+
 def make_gate(
     *,
     agent: str = "refunds",

@@ -3,26 +3,20 @@
 the thread ran or is about to run, not only the last effects of any tool, and a call approved
 earlier at the same gate."""
 
-import json
-import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from agents import gates
-from agents.registry import registry
 from agents.runtime import RESULT_PREFIX
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.policies import do_create_policy
 from approvals.actions.tokens import do_create_token
 from approvals.models import ApprovalRequest, ApprovalStatus
 from checkpoints.backends import get_backend
-from checkpoints.backends.base import NewCheckpoint
-from checkpoints.models import CheckpointSource, PendingWrite, ThreadStatus
-from tests.factories import make_gate, make_user
+from checkpoints.models import PendingWrite
+from tests.factories import make_gate, make_user, refunds_at_one_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -34,56 +28,6 @@ def small_refunds() -> None:
         actor=None,
         fields={"name": "small refunds", "tool": "issue_refund", "when": LIMIT, "action": "approve"},
     )
-
-
-def refunds_at_one_gate(amounts: list[int], *, thread_id: str = "") -> list[ApprovalRequest]:
-    """One model message calling issue_refund once per amount: its gates open together, at one
-    checkpoint, through the gate protocol (as the runtime opens them); on a new thread, or as
-    the next step of `thread_id`."""
-    definition = registry.get("refunds")
-    calls = [
-        {
-            "id": f"call_{uuid.uuid4().hex[:8]}",
-            "type": "function",
-            "function": {
-                "name": "issue_refund",
-                "arguments": json.dumps({"order_id": "ORD-1001", "amount_cents": cents}),
-            },
-        }
-        for cents in amounts
-    ]
-    first_values = definition.initial_values("Refund my orders")
-    assistant = {"id": "msg_a", "role": "assistant", "content": None, "tool_calls": calls}
-    values = {**first_values, "messages": [*first_values["messages"], assistant]}
-    opened = definition.pending_gates(definition.state.model_validate(values), "tools")
-    backend = get_backend()
-    with transaction.atomic():
-        if thread_id:
-            thread = backend.get_thread(thread_id=thread_id)
-            parent = str(thread.head_id)
-        else:
-            thread, first = backend.create_thread(
-                thread_id=f"refunds-{uuid.uuid4().hex[:8]}",
-                agent="refunds",
-                status=ThreadStatus.RUNNING,
-                first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
-            )
-            parent = first.id
-        gate = backend.put(
-            thread_id=thread.id,
-            parent_id=parent,
-            expected_head=parent,
-            status=ThreadStatus.WAITING,
-            checkpoint=NewCheckpoint(
-                values=values,
-                source=CheckpointSource.STEP,
-                next=["tools"],
-                node="model",
-                metadata=gates.gate_metadata(opened),
-            ),
-        )
-        gates.open_gates(thread_id=thread.id, agent="refunds", checkpoint=gate, gates=opened)
-    return list(ApprovalRequest.objects.filter(checkpoint_id=gate.id).order_by("id"))
 
 
 def test_refunds_asked_at_once_do_not_each_pass_a_per_thread_limit() -> None:

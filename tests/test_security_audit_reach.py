@@ -4,25 +4,16 @@ another queue would approve the tool's later calls on the thread, which are rais
 the gate names, so only a reviewer who may decide that queue makes one; and an undo reopens a
 decision, so only someone who may still decide the request's queue undoes it."""
 
-import json
-import uuid
-
 import pytest
 from django.contrib.auth.models import Group, User
-from django.db import transaction
 from django.test import Client
 from pytest_django.fixtures import Settings
 
-from agents import gates
-from agents.registry import registry
 from approvals.actions.decisions import check_decision, do_decide
 from approvals.actions.policies import do_create_policy
 from approvals.models import ApprovalRequest, ApprovalStatus, AuditEvent, Policy
 from approvals.roles import REVIEWER
-from checkpoints.backends import get_backend
-from checkpoints.backends.base import NewCheckpoint
-from checkpoints.models import CheckpointSource, ThreadStatus
-from tests.factories import make_gate, make_user
+from tests.factories import make_gate, make_user, refunds_at_one_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -52,39 +43,6 @@ def routed_to_supervisors() -> ApprovalRequest:
     gate = make_gate(args=LARGE)
     assert gate.queue == "supervisors"
     return gate
-
-
-def later_refund(thread_id: str, *, amount_cents: int) -> ApprovalRequest:
-    """The model's next refund on the thread, at a new checkpoint, through the gate protocol (as
-    make_gate opens the first): its request opens where the gate says, and policies apply."""
-    backend, definition = get_backend(), registry.get("refunds")
-    head = backend.get(thread_id=thread_id)
-    args = {"order_id": "ORD-1002", "amount_cents": amount_cents}
-    call = {
-        "id": f"call_{uuid.uuid4().hex[:8]}",
-        "type": "function",
-        "function": {"name": "issue_refund", "arguments": json.dumps(args)},
-    }
-    asked = {"id": "msg_b", "role": "assistant", "content": None, "tool_calls": [call]}
-    values = {**head.values, "messages": [*head.values["messages"], asked]}
-    opened = definition.pending_gates(definition.state.model_validate(values), "tools")
-    with transaction.atomic():
-        backend.lock_thread(thread_id=thread_id)
-        checkpoint = backend.put(
-            thread_id=thread_id,
-            parent_id=head.id,
-            expected_head=head.id,
-            status=ThreadStatus.WAITING,
-            checkpoint=NewCheckpoint(
-                values=values,
-                source=CheckpointSource.STEP,
-                next=["tools"],
-                node="model",
-                metadata=gates.gate_metadata(opened),
-            ),
-        )
-        gates.open_gates(thread_id=thread_id, agent="refunds", checkpoint=checkpoint, gates=opened)
-    return ApprovalRequest.objects.get(checkpoint_id=checkpoint.id)
 
 
 def test_a_reviewer_of_a_routed_request_cannot_approve_the_tool_in_the_queue_they_may_not_decide() -> None:
@@ -119,7 +77,7 @@ def test_a_reviewer_of_both_queues_may_still_approve_the_tool_for_the_thread() -
     assert answer.status_code == 302
     assert Policy.objects.get(thread_id=gate.thread_id).created_by == both
     # What the standing decision reaches: the thread's next refund, raised in `refunds`.
-    later = later_refund(gate.thread_id, amount_cents=2000)
+    (later,) = refunds_at_one_gate([2000], thread_id=gate.thread_id)  # the model's next refund
     assert (later.queue, later.status, later.decided_by) == ("refunds", ApprovalStatus.APPROVED, None)
     assert later.policy_name.startswith("standing approval of this tool by bo")
 
