@@ -144,7 +144,7 @@ def reply_from(data: Any) -> ModelReply:
     try:
         message = data["choices"][0]["message"]
         calls = [
-            _storable_call(ToolCall.of(c))
+            storable_call(ToolCall.of(c))
             for c in message.get("tool_calls") or []
             if c.get("type", "function") == "function"
         ]
@@ -176,7 +176,7 @@ def storable(value: Any) -> Any:
     return value
 
 
-def _storable_call(call: ToolCall) -> ToolCall:
+def storable_call(call: ToolCall) -> ToolCall:
     """The call with text a checkpoint can store. Its arguments keep a surrogate as JSON's
     escape for it, which means the same inside a JSON string: the tool then refuses them
     (Tool.validate_args), saying why, as it refuses any it cannot take, and no gate opens.

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 import pydantic
 from django.db import models
 
+from checkpoints import json_text
+
 if TYPE_CHECKING:
     from checkpoints.store import Store
 
@@ -176,13 +178,10 @@ class Tool:
                 ) from exc
         if not isinstance(args, dict):
             raise ToolArgumentsError(self.name, {"__all__": "The arguments must be a JSON object"})
-        from config.bad_text import first_problem  # not at import: it loads Django's auth
-
-        if problem := first_problem(args, ""):
-            # A lone surrogate or a NUL (a model can write "\\ud800"): refused as the HTTP API
-            # refuses it, before a gate or a result could fail to store it. Keys are named by
-            # repr, so the sentence the model reads holds neither.
-            raise ToolArgumentsError(self.name, {"__all__": f"The arguments cannot be stored: {problem}"})
+        if problem := unstorable_arguments(args):
+            # Refused as the HTTP API refuses such text, before a gate or a result could fail to
+            # store it (keys are named by repr: the sentence the model reads holds neither).
+            raise ToolArgumentsError(self.name, {"__all__": problem})
         try:
             return self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
@@ -290,3 +289,18 @@ def tool(
         )
 
     return wrap(fn) if fn is not None else wrap
+
+
+def unstorable_arguments(arguments: Any) -> str:
+    """Why a tool call's arguments (JSON text, or parsed) cannot be stored, "" if they can: a
+    lone surrogate or a NUL once parsed (a model can write "\\ud800"), which the tool refuses
+    so that no gate opens for them. Text that is not JSON is left to the tool's own check."""
+    from config.bad_text import first_problem  # not at import: it loads Django's auth
+
+    if isinstance(arguments, str):
+        try:
+            arguments = json_text.loads(arguments or "{}")
+        except ValueError:  # malformed, too deep, NaN, an endless integer
+            return ""
+    problem = first_problem(arguments, "")
+    return f"The arguments cannot be stored: {problem}" if problem else ""

@@ -97,7 +97,7 @@ def test_if_not_exists_create_starts_the_thread_with_the_runs_assistant(client: 
 def test_if_not_exists_reject_is_a_404_for_a_missing_thread_and_goes_on_on_an_existing_one(
     client: Any,
 ) -> None:
-    before = world()
+    before = quiet_world()
     for run in (client.runs.create, client.runs.wait, client.runs.stream):
         response = refusal(
             lambda run=run: list(run("never-started", AGENT, input=ASK, if_not_exists="reject"))
@@ -217,7 +217,7 @@ def test_an_unknown_field_is_refused_naming_it_and_what_the_client_sends_is_serv
     parts = list(client.runs.stream("defaults", AGENT, command=APPROVE, strict_resume=True))
     assert parts[0].event == "metadata"
     assert "Refund of $42.50 issued" in last_message(parts[-1].data)["content"]
-    before = world()
+    before = quiet_world()
     with pytest.raises((ConflictError, UnprocessableEntityError)):
         client.runs.create("defaults", AGENT, command=APPROVE, strict_resume=True)
     assert world() == before and Refund.objects.count() == 1
@@ -259,7 +259,7 @@ def test_a_run_that_ended_is_not_cancelled_an_unknown_one_is_a_404_and_rollback_
 ) -> None:
     thread_id = ask_refund(client)
     [run] = client.runs.list(thread_id)  # it stopped at the gate: LangGraph's "interrupted"
-    before = world()
+    before = quiet_world()
 
     with pytest.raises(ConflictError, match="pending or running"):
         client.runs.cancel(thread_id, run["run_id"])
@@ -284,7 +284,7 @@ def test_only_operators_cancel_or_delete_runs(live_server_url: str, celery_worke
     client = get_sync_client(
         url=f"{live_server_url}/langgraph", api_key=do_create_token(user=rita, name="sdk")
     )
-    before = world()
+    before = quiet_world()
 
     with pytest.raises(PermissionDeniedError):
         client.runs.cancel(thread_id, str(run.pk))

@@ -13,6 +13,7 @@ import pytest
 from pytest_django.fixtures import Settings
 
 from agents.messages import message_errors
+from checkpoints.models import Thread
 from tests.live import start_thread
 from tests.test_security_audit_gate import (
     HostileModel,
@@ -110,22 +111,61 @@ def framework_model(model: HostileModel, monkeypatch: pytest.MonkeyPatch) -> Hos
     return model
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the framework parses the reply itself: the OpenAI Agents SDK fails fingerprinting the "
-    "arguments, pydantic-ai sending them back (UnicodeEncodeError); a fix is in agents/adapters",
-)
-@pytest.mark.parametrize("agent", ["refunds_openai_agents", "refunds_pydantic_ai"])
 def test_a_framework_agents_reply_holding_a_lone_surrogate_fails_nothing(
-    framework_model: HostileModel, agent: str
+    framework_model: HostileModel,
 ) -> None:
+    """pydantic-ai refuses the arguments to the model as a native tool does (no gate opens) and
+    stores its text with the surrogate replaced; before, its next request failed encoding them."""
     call = refund_call("call_1", 500)
     call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001" + SURROGATE, "amount_cents": 500})
     framework_model.replies += [says(call, content="On it " + SURROGATE), says(content="Done " + SURROGATE)]
-    thread_id = start_thread("Please refund order ORD-1001", agent=agent)
+    thread_id = start_thread("Please refund order ORD-1001", agent="refunds_pydantic_ai")
 
     statuses = [step(thread_id)]
     while statuses[-1] == "running":
         statuses.append(step(thread_id))
     assert statuses[-1] == "done", statuses
     assert pending(thread_id) == [] and refunds(thread_id) == []
+    (result,) = tool_results(thread_id)  # pydantic-ai returns a retry as the call's result
+    assert result.startswith("Invalid arguments for issue_refund") and "surrogate" in result
+    messages = thread_values(thread_id)["messages"]
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == ["On it \ufffd", "Done \ufffd"]
+    assert message_errors(messages) == {}
+
+
+def test_the_openai_agents_sdk_fails_the_step_saying_why(framework_model: HostileModel) -> None:
+    """The SDK hashes a call's parsed arguments (UnicodeEncodeError before) and asks for a gated
+    call's approval before reading them: it has no way to refuse them to the model, so the step
+    fails saying why, and nothing ran."""
+    call = refund_call("call_1", 500)
+    call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001" + SURROGATE, "amount_cents": 500})
+    framework_model.replies += [says(call, content="On it"), says(content="Done.")]
+    thread_id = start_thread("Please refund order ORD-1001", agent="refunds_openai_agents")
+
+    assert step(thread_id) == "failed"
+    error = Thread.objects.get(pk=thread_id).error
+    assert error.startswith(
+        "UnstorableArguments: The arguments cannot be stored: order_id contains a lone surrogate"
+    )
+    assert "'issue_refund'" in error and SURROGATE not in error
+    assert pending(thread_id) == [] and refunds(thread_id) == []
+
+
+@pytest.mark.parametrize("agent", ["refunds_openai_agents", "refunds_pydantic_ai"])
+def test_a_framework_agents_text_holding_a_lone_surrogate_is_stored_with_it_replaced(
+    framework_model: HostileModel, agent: str
+) -> None:
+    call = refund_call("call_" + SURROGATE, 500)
+    call["function"]["name"] = "lookup_order"
+    call["function"]["arguments"] = json.dumps({"order_id": "ORD-1001"})
+    framework_model.replies += [says(call, content="Looking " + SURROGATE), says(content="Done " + SURROGATE)]
+    thread_id = start_thread("Please refund order ORD-1001", agent=agent)
+
+    statuses = [step(thread_id)]
+    while statuses[-1] == "running":
+        statuses.append(step(thread_id))
+    assert statuses[-1] == "done", statuses
+    messages = thread_values(thread_id)["messages"]
+    assert messages[-1]["content"] == "Done \ufffd"
+    assert "Looking \ufffd" in [m["content"] for m in messages if m["role"] == "assistant"]
+    assert message_errors(messages) == {}

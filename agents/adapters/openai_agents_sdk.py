@@ -60,7 +60,7 @@ from agents.graph import Gate, Step, StepContext
 from agents.messages import distinct_call_ids
 from agents.prebuilt import rejection_text
 from agents.state import new_message_id
-from agents.tools import Decision, ToolArgumentsError, plain_errors
+from agents.tools import Decision, ToolArgumentsError, plain_errors, unstorable_arguments
 
 DEFAULT_MAX_TURNS: int = importlib.import_module(f"{NAME}.run_config").DEFAULT_MAX_TURNS  # Runner.run's
 STATE_FORMAT = "openai-agents/0.24"  # run_state: RunState.to_json; history: to_input_list()
@@ -93,9 +93,10 @@ class _ChatCompletions(ModelProvider):
 
 
 class _DistinctCallIds(OpenAIChatCompletionsModel):
-    """Chat Completions whose every response's function calls have ids a gate can key
-    (`distinct_call_ids`), before the SDK reads them: it matches results and approvals to calls
-    by id, and refuses an empty one or one used twice in a run."""
+    """Chat Completions whose every response Gatehouse can store and key, before the SDK reads
+    it, as native agents' replies are (llm.reply_from): its text with lone surrogates replaced,
+    and function calls with ids a gate can key (`distinct_call_ids`): the SDK matches results
+    and approvals to calls by id, and refuses an empty one or one used twice in a run."""
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
         response = await super().get_response(system_instructions, input, *args, **kwargs)
@@ -103,13 +104,43 @@ class _DistinctCallIds(OpenAIChatCompletionsModel):
         used = {_field(item, "call_id") for item in before if _field(item, "type") == "function_call"}
         calls = [item for item in response.output if _field(item, "type") == "function_call"]
         ids = distinct_call_ids([call.call_id for call in calls], used=used)
-        renamed = {id(call): new for call, new in zip(calls, ids, strict=True) if new != call.call_id}
-        if renamed:
-            response.output = [
-                item.model_copy(update={"call_id": renamed[id(item)]}) if id(item) in renamed else item
-                for item in response.output
-            ]
+        renamed = {id(call): new for call, new in zip(calls, ids, strict=True)}
+        response.output = [
+            _storable_item(item, call_id=renamed.get(id(item), "")) for item in response.output
+        ]
         return response
+
+
+class UnstorableArguments(RuntimeError):
+    """A model's call whose arguments hold what no column can store (a lone surrogate): the SDK
+    cannot take them (it fails hashing them) nor refuse them before a gated call's approval."""
+
+
+def _storable_item(item: Any, *, call_id: str) -> Any:
+    """An output item of a model response with text a checkpoint can hold."""
+    kind = _field(item, "type")
+    if kind == "message":
+        content = [
+            part.model_copy(update={"text": llm.storable(part.text)})
+            if isinstance(getattr(part, "text", None), str) and llm.storable(part.text) != part.text
+            else part
+            for part in item.content
+        ]
+        changed = any(new is not old for new, old in zip(content, item.content, strict=True))
+        return item.model_copy(update={"content": content}) if changed else item
+    if kind != "function_call":
+        return item
+    stored = llm.storable_call(llm.ToolCall(id=call_id, name=item.name, arguments=item.arguments))
+    if problem := unstorable_arguments(stored.arguments):
+        # Said here rather than as the SDK's UnicodeEncodeError; the native agents' tools
+        # refuse such arguments to the model, which the SDK has no place for.
+        raise UnstorableArguments(
+            f"{problem}, in the model's call of {stored.name!r}: the OpenAI Agents SDK has no way to "
+            "refuse them to the model (it asks for a gated call's approval before reading them)"
+        )
+    if (stored.id, stored.name, stored.arguments) == (item.call_id, item.name, item.arguments):
+        return item
+    return item.model_copy(update={"call_id": stored.id, "name": stored.name, "arguments": stored.arguments})
 
 
 def _field(item: Any, name: str) -> Any:

@@ -48,12 +48,14 @@ from pydantic_ai import (
     ToolDenied,
 )
 from pydantic_ai.capabilities import AbstractCapability, CombinedCapability, Hooks, WrapperCapability
-from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.exceptions import ModelHTTPError, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    TextPart,
+    ThinkingPart,
     ToolCallPart,
 )
 from pydantic_ai.tools import ToolDefinition
@@ -83,7 +85,7 @@ from agents.graph import Gate, Step, StepContext
 from agents.messages import distinct_call_ids
 from agents.prebuilt import rejection_text
 from agents.state import append, new_message_id
-from agents.tools import Decision, ToolArgumentsError, plain_errors
+from agents.tools import Decision, ToolArgumentsError, plain_errors, unstorable_arguments
 
 HISTORY_FORMAT = "pydantic-ai/1"  # the stored history's shape: ModelMessagesTypeAdapter's JSON
 
@@ -186,9 +188,11 @@ class GatesHold(AbstractCapability[Any]):
 
 
 class DistinctCallIds(AbstractCapability[Any]):
-    """Gives each tool call of a model response an id a gate can key (`distinct_call_ids`),
-    before pydantic-ai reads the response: it matches results and approvals to calls by id, and
-    refuses a response repeating one."""
+    """Makes each model response one Gatehouse can store and key, before pydantic-ai reads it, as
+    native agents' replies are (llm.reply_from): its text with lone surrogates replaced, each
+    call's arguments keeping one as its JSON escape (and refused, `before_tool_validate`), each
+    call with an id a gate can key (`distinct_call_ids`): pydantic-ai matches results and
+    approvals to calls by id, and refuses a response repeating one."""
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
@@ -201,14 +205,42 @@ class DistinctCallIds(AbstractCapability[Any]):
         }
         calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
         ids = distinct_call_ids([call.tool_call_id for call in calls], used=used)
-        if ids == [call.tool_call_id for call in calls]:
-            return response
         renamed = {id(call): new for call, new in zip(calls, ids, strict=True)}
-        parts = [
-            replace(part, tool_call_id=renamed[id(part)]) if isinstance(part, ToolCallPart) else part
-            for part in response.parts
-        ]
-        return replace(response, parts=parts)
+        parts = [_storable_part(part, call_id=renamed.get(id(part), "")) for part in response.parts]
+        model_name = llm.storable(response.model_name)
+        if all(new is old for new, old in zip(parts, response.parts, strict=True)) and (
+            model_name == response.model_name
+        ):
+            return response
+        return replace(response, parts=parts, model_name=model_name)
+
+    async def before_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        if problem := unstorable_arguments(args):
+            # Refused as a native tool refuses them: the model is told why, no gate opens.
+            raise ModelRetry(f"Invalid arguments for {call.tool_name}: {problem}")
+        return args
+
+
+def _storable_part(part: Any, *, call_id: str) -> Any:
+    """The part of a model response with text a checkpoint (and the next request) can hold."""
+    if isinstance(part, TextPart | ThinkingPart):
+        content = llm.storable(part.content)
+        return part if content == part.content else replace(part, content=content)
+    if not isinstance(part, ToolCallPart):
+        return part
+    args = part.args
+    if isinstance(args, dict) and unstorable_arguments(args):
+        args = json.dumps(args)  # as JSON text, which keeps a surrogate as its escape (refused)
+    if isinstance(args, str):
+        stored = llm.storable_call(llm.ToolCall(id=call_id, name=part.tool_name, arguments=args))
+        name, args = stored.name, stored.arguments
+    else:
+        name = llm.storable(part.tool_name)
+    if (call_id, name, args) == (part.tool_call_id, part.tool_name, part.args):
+        return part
+    return replace(part, tool_call_id=call_id, tool_name=name, args=args)
 
 
 class UnapprovedCall(RuntimeError):
