@@ -17,6 +17,7 @@ from django.conf import settings
 
 from agents.messages import distinct_call_ids
 from checkpoints import json_text
+from checkpoints.storable_text import first_problem
 
 # Keys the Chat Completions API accepts on a message; ours carry extras (id, edited_by, ...).
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "name"}
@@ -224,8 +225,6 @@ def assistant_message(reply: ModelReply, *, message_id: str) -> dict[str, Any]:
 def parse_arguments(raw: str) -> Any:
     """A call's arguments, or the text itself where it is not JSON Gatehouse can read (its tool
     then refuses it, saying why)."""
-    from config.bad_text import first_problem  # not at import: it loads Django's auth
-
     try:
         parsed = json_text.loads(raw or "{}")
     except ValueError:  # malformed, too deep, NaN, an endless integer

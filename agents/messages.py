@@ -8,12 +8,13 @@ the edit was accepted. Extra keys (our `id`, `edited_by`, ...) are allowed.
 """
 
 import hashlib
-import re
 from collections.abc import Collection
 from typing import Any
 
 import pydantic
 from pydantic_core import PydanticCustomError
+
+from checkpoints.storable_text import text_problem
 
 Lenient = pydantic.ConfigDict(extra="allow")
 
@@ -55,13 +56,7 @@ def distinct_call_ids(ids: list[Any], *, used: Collection[str] = ()) -> list[str
 
 
 def _storable(call_id: Any) -> bool:
-    return (
-        isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS and not UNSTORABLE.search(call_id)
-    )
-
-
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-"""A NUL or a lone surrogate (config.bad_text): a gate key holding one cannot be stored."""
+    return isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID_CHARS and not text_problem(call_id)
 
 
 class ToolCall(pydantic.BaseModel):

@@ -13,6 +13,7 @@ import pydantic
 from django.db import models
 
 from checkpoints import json_text
+from checkpoints.storable_text import first_problem
 
 if TYPE_CHECKING:
     from checkpoints.store import Store
@@ -295,8 +296,6 @@ def unstorable_arguments(arguments: Any) -> str:
     """Why a tool call's arguments (JSON text, or parsed) cannot be stored, "" if they can: a
     lone surrogate or a NUL once parsed (a model can write "\\ud800"), which the tool refuses
     so that no gate opens for them. Text that is not JSON is left to the tool's own check."""
-    from config.bad_text import first_problem  # not at import: it loads Django's auth
-
     if isinstance(arguments, str):
         try:
             arguments = json_text.loads(arguments or "{}")

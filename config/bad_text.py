@@ -7,9 +7,7 @@ as it does for a JSON body no view could read (checkpoints.json_text).
 """
 
 import json
-import re
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import unquote
 
 from django.core.exceptions import BadRequest, RequestDataTooBig
@@ -17,40 +15,11 @@ from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
 from checkpoints import json_text
+from checkpoints.storable_text import first_problem, text_problem
 from config.asgi_scope import App, Receive, Scope, Send
 from config.middleware import answer, too_large
 
-BAD = re.compile("[\x00\ud800-\udfff]")
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-
-
-def text_problem(value: str) -> str:
-    """What makes the text unstorable, or "" if nothing does."""
-    found = BAD.search(value)
-    if found is None:
-        return ""
-    return (
-        "contains a NUL character"
-        if found.group() == "\x00"
-        else "contains a lone surrogate (invalid Unicode)"
-    )
-
-
-def first_problem(value: Any, where: str) -> str:
-    """Walk a parsed JSON value (keys too); describe the first unstorable string, or ""."""
-    if isinstance(value, str):
-        problem = text_problem(value)
-        return f"{where} {problem}" if problem else ""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{where}.{key}" if where else str(key)
-            if found := first_problem(key, f"the key {name!r}") or first_problem(item, name):
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            if found := first_problem(item, f"{where}[{index}]"):
-                return found
-    return ""
 
 
 def request_problem(request: HttpRequest) -> str:

@@ -17,8 +17,8 @@ from django.core import signing
 
 from agents.offline import rules
 from checkpoints import json_text
+from checkpoints.storable_text import first_problem
 from config.asgi_scope import Receive, Scope, Send, header
-from config.bad_text import first_problem
 
 PATH = "/offline/v1/chat/completions"
 DEFAULT_MODEL = "gatehouse-offline"
