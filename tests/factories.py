@@ -68,7 +68,6 @@ def refunds_at_one_gate(amounts: list[int], *, thread_id: str = "") -> list[Appr
     together, at one checkpoint, through the gate protocol as the runtime opens them (their
     requests open where the gate says, and policies apply); on a new thread, or as the next step
     of `thread_id`."""
-    from agents import gates
     from agents.registry import registry
     from checkpoints.backends import get_backend
     from checkpoints.backends.base import NewCheckpoint
@@ -108,21 +107,10 @@ def refunds_at_one_gate(amounts: list[int], *, thread_id: str = "") -> list[Appr
         }
         values = {**before, "messages": [*before["messages"], asked]}
         opened = definition.pending_gates(definition.state.model_validate(values), "tools")
-        gate = backend.put(
-            thread_id=thread_id,
-            parent_id=parent,
-            expected_head=parent,
-            status=ThreadStatus.WAITING,
-            checkpoint=NewCheckpoint(
-                values=values,
-                source=CheckpointSource.STEP,
-                next=["tools"],
-                node="model",
-                metadata=gates.gate_metadata(opened),
-            ),
+        gate = _gate_checkpoint(
+            thread_id=thread_id, agent="refunds", parent=parent, values=values, opened=opened
         )
-        gates.open_gates(thread_id=thread_id, agent="refunds", checkpoint=gate, gates=opened)
-    return list(ApprovalRequest.objects.filter(checkpoint_id=gate.id).order_by("id"))
+    return list(ApprovalRequest.objects.filter(checkpoint_id=gate).order_by("id"))
 
 
 def make_gate(
@@ -140,7 +128,6 @@ def make_gate(
     The gate is the one the agent itself derives from that state, as the runtime's would be."""
     from dataclasses import replace
 
-    from agents import gates
     from agents.registry import registry
     from checkpoints.backends import get_backend
     from checkpoints.backends.base import NewCheckpoint
@@ -169,21 +156,37 @@ def make_gate(
             status=ThreadStatus.RUNNING,
             first=NewCheckpoint(values=first_values, source=CheckpointSource.INPUT, next=["model"]),
         )
-        gate = backend.put(
-            thread_id=thread.id,
-            parent_id=first.id,
-            expected_head=first.id,
-            status=ThreadStatus.WAITING,
-            checkpoint=NewCheckpoint(
-                values=values,
-                source=CheckpointSource.STEP,
-                next=["tools"],
-                node="model",
-                metadata=gates.gate_metadata(opened),
-            ),
+        gate = _gate_checkpoint(
+            thread_id=thread.id, agent=agent, parent=first.id, values=values, opened=opened
         )
-        gates.open_gates(thread_id=thread.id, agent=agent, checkpoint=gate, gates=opened)
-    return ApprovalRequest.objects.get(checkpoint_id=gate.id)
+    return ApprovalRequest.objects.get(checkpoint_id=gate)
+
+
+def _gate_checkpoint(
+    *, thread_id: str, agent: str, parent: str, values: dict[str, Any], opened: list[Any]
+) -> str:
+    """The model's step after `parent`, holding `values` and waiting at the gates `opened`, written
+    and its requests opened through the gate protocol, as the runtime does; its id."""
+    from agents import gates
+    from checkpoints.backends import get_backend
+    from checkpoints.backends.base import NewCheckpoint
+    from checkpoints.models import CheckpointSource, ThreadStatus
+
+    gate = get_backend().put(
+        thread_id=thread_id,
+        parent_id=parent,
+        expected_head=parent,
+        status=ThreadStatus.WAITING,
+        checkpoint=NewCheckpoint(
+            values=values,
+            source=CheckpointSource.STEP,
+            next=["tools"],
+            node="model",
+            metadata=gates.gate_metadata(opened),
+        ),
+    )
+    gates.open_gates(thread_id=thread_id, agent=agent, checkpoint=gate, gates=opened)
+    return gate.id
 
 
 def settings_read_with(monkeypatch: pytest.MonkeyPatch, **env: str | None) -> dict[str, Any]:
